@@ -1,0 +1,53 @@
+"""Command-line entry point: python -m autograder {release,grade,validate}."""
+
+import argparse
+import sys
+
+from autograder import paths
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    release = commands.add_parser("release", help="regenerate every student version from solutions/")
+    release.add_argument("assignments", nargs="*", help="only these assignments (default: all)")
+
+    grade = commands.add_parser("grade", help="autograde submissions; one JSON line per submission")
+    grade.add_argument("assignment", help="the assignment's name, as in solutions/ASSIGNMENT/")
+    grade.add_argument("submissions", nargs="+",
+                       help="notebooks (STUDENT.ipynb), folders (STUDENT/ASSIGNMENT/*.ipynb) or zip files")
+    grade.add_argument("--out", default="grading", help="where grades.csv, feedback/ and results/ go")
+    grade.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: cores)")
+    grade.add_argument("--force", action="store_true", help="regrade submissions already graded in --out")
+    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell")
+    grade.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    validate = commands.add_parser("validate", help="run a notebook and say which visible tests pass")
+    validate.add_argument("notebook")
+
+    args = parser.parse_args(argv)
+    if args.command == "release":
+        from autograder.release import release
+
+        for assignment in args.assignments or paths.assignments():
+            for path in release(assignment):
+                print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
+        return 0
+    if args.command == "grade":
+        from autograder.grade import grade as grade_batch
+
+        try:
+            paths.assignment_notebooks(args.assignment)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        grade_batch(args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
+                    progress=not args.no_progress, emit=lambda line: print(line, flush=True),
+                    cell_timeout=args.cell_timeout)
+        return 0
+    if args.command == "validate":
+        from autograder.validate import print_report, validate
+
+        return print_report(validate(args.notebook))
+    return 2

@@ -1,0 +1,77 @@
+"""A throw-away nbgrader course directory, and the nbgrader commands run in it.
+
+nbgrader wants its own layout (source/, release/, submitted/, autograded/, feedback/
+and a gradebook). We build one in a scratch folder for each task instead of turning
+the repository into one: the repository stays clean, and each graded submission gets
+a course directory of its own, so that submissions can be graded in parallel without
+sharing a SQLite file.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# A correct answer may print a NumPy RuntimeWarning (overflow in a masked row that is
+# discarded afterwards, say). nbgrader scores a test cell zero when anything reaches
+# stderr, so the grading kernel does not print RuntimeWarnings.
+KERNEL_ENV = {"PYTHONWARNINGS": "ignore::RuntimeWarning", "MPLBACKEND": "Agg"}
+
+CONFIG = """\
+c = get_config()
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "attention-course"
+c.CourseDirectory.db_url = {db_url!r}
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+c.Execute.timeout = {cell_timeout}
+c.Execute.interrupt_on_timeout = True
+c.Exchange.root = {exchange!r}
+"""
+
+
+class NbgraderError(RuntimeError):
+    """An nbgrader command failed; the message holds the end of its log."""
+
+
+class CourseDirectory:
+    def __init__(self, root, cell_timeout=120):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.root / "gradebook.db"
+        (self.root / "nbgrader_config.py").write_text(CONFIG.format(
+            root=str(self.root),
+            db_url=f"sqlite:///{self.db_path}",
+            cell_timeout=int(cell_timeout),
+            exchange=str(self.root / "exchange"),
+        ))
+
+    def add_source(self, assignment, solutions):
+        """Copy the instructor's source notebooks of `assignment` into source/."""
+        target = self.root / "source" / assignment
+        shutil.copytree(Path(solutions) / assignment, target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        return target
+
+    def nbgrader(self, *args, timeout=None):
+        """Run one nbgrader command here; raise NbgraderError with its log if it fails."""
+        # nbgrader calls `alembic` and starts kernels by name: this Python's bin/ comes first.
+        bin_dir = os.path.dirname(sys.executable)
+        env = {**os.environ, **KERNEL_ENV, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "nbgrader", *args],
+                cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise NbgraderError(f"nbgrader {args[0]} did not finish within {timeout} s") from None
+        if done.returncode != 0:
+            log = (done.stdout + done.stderr).strip().splitlines()
+            raise NbgraderError(f"nbgrader {args[0]} failed:\n" + "\n".join(log[-25:]))
+        return done
+
+    def generate_assignment(self, assignment):
+        """nbgrader generate_assignment: student versions in release/, the assignment in the gradebook."""
+        self.nbgrader("generate_assignment", assignment, "--force")
+        return self.root / "release" / assignment

@@ -1,0 +1,157 @@
+"""Turn what an instructor hands the grader into submissions: (student, notebooks).
+
+Accepted, for an assignment ASSIGNMENT:
+  alice.ipynb                        a notebook; the student is the file name
+  alice/  or  alice/ASSIGNMENT/      nbgrader's layout STUDENT/ASSIGNMENT/*.ipynb
+  submitted/                         a folder of such student folders (nbgrader's submitted/)
+  alice.zip                          a zip (from an LMS) holding the notebook(s)
+
+Nothing here runs student code. A submission that cannot be read becomes a Submission
+with an `error`, so that it is reported and the rest of the batch goes on.
+"""
+
+import hashlib
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import nbformat
+
+MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+MAX_ZIP_BYTES = 100 * 1024 * 1024
+
+
+@dataclass
+class Submission:
+    student: str
+    source: str  # the path the instructor gave, for messages
+    notebooks: dict = field(default_factory=dict)  # expected file name -> notebook bytes
+    error: str = ""
+    duplicate: bool = False  # a second submission for the same student: reported, not recorded
+
+    def digest(self):
+        """A fingerprint of the submitted notebooks, to recognise an unchanged resubmission."""
+        h = hashlib.sha256()
+        for name in sorted(self.notebooks):
+            h.update(name.encode() + b"\0" + self.notebooks[name] + b"\0")
+        return h.hexdigest()
+
+
+def student_id(name):
+    """A safe student id from a file or folder name: letters, digits, '.', '_', '-'."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return cleaned[:64]
+
+
+def check_notebook(data, label):
+    """Return '' if `data` is a readable nbformat-4 notebook, else a message for the student."""
+    if not data.strip():
+        return f"{label} is empty."
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        return f"{label} is larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB."
+    try:
+        notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
+    except UnicodeDecodeError:
+        return f"{label} is not a text file; a notebook is JSON text."
+    except Exception as error:  # nbformat raises several kinds for bad JSON
+        return f"{label} is not a notebook (invalid JSON: {str(error).splitlines()[0][:200]})."
+    major = notebook.get("nbformat") if isinstance(notebook, dict) else None
+    if major != 4:
+        return f"{label} has nbformat {major!r}; save it from Jupyter as a version 4 notebook."
+    try:
+        nbformat.validate(notebook)
+    except Exception as error:
+        return f"{label} is not a valid notebook: {str(error).splitlines()[0][:200]}"
+    return ""
+
+
+def match_notebooks(found, expected, label):
+    """Map expected notebook names to found (name -> bytes); return (mapping, error)."""
+    found = {name: data for name, data in found.items() if not name.startswith(".")}
+    if not found:
+        return {}, f"{label} holds no notebook (.ipynb file)."
+    if set(expected) <= set(found):
+        chosen = {name: found[name] for name in expected}
+    elif len(expected) == 1 and len(found) == 1:
+        # One notebook expected, one given under another name (alice.ipynb): take it.
+        chosen = {expected[0]: next(iter(found.values()))}
+    else:
+        missing = sorted(set(expected) - set(found))
+        return {}, f"{label} lacks {', '.join(missing)} (found {', '.join(sorted(found))})."
+    for name, data in chosen.items():
+        problem = check_notebook(data, f"{label}: {name}" if len(expected) > 1 else label)
+        if problem:
+            return {}, problem
+    return chosen, ""
+
+
+def from_zip(path, expected):
+    label = path.name
+    student = student_id(path.stem)
+    try:
+        if path.stat().st_size > MAX_ZIP_BYTES:
+            return Submission(student, str(path), error=f"{label} is larger than {MAX_ZIP_BYTES // 2**20} MiB.")
+        with zipfile.ZipFile(path) as archive:
+            found = {}
+            for info in archive.infolist():
+                member = PurePosixPath(info.filename.replace("\\", "/"))
+                if member.is_absolute() or ".." in member.parts:
+                    return Submission(student, str(path), error=(
+                        f"{label} contains the path {info.filename!r}, which climbs out of the zip's "
+                        "folder; nothing was extracted."))
+                if info.is_dir() or member.suffix != ".ipynb" or "__MACOSX" in member.parts:
+                    continue
+                if ".ipynb_checkpoints" in member.parts:
+                    continue
+                if info.file_size > MAX_NOTEBOOK_BYTES:
+                    return Submission(student, str(path), error=f"{label}: {member.name} is too large.")
+                found[member.name] = archive.read(info)
+    except (zipfile.BadZipFile, OSError) as error:
+        return Submission(student, str(path), error=f"{label} is not a readable zip file ({error}).")
+    notebooks, error = match_notebooks(found, expected, label)
+    return Submission(student, str(path), notebooks, error)
+
+
+def from_folder(folder, assignment, expected):
+    """STUDENT/ or STUDENT/ASSIGNMENT/: one student's nbgrader folder."""
+    if folder.name == assignment:
+        student, notebook_folder = folder.parent.name, folder
+    else:
+        student, notebook_folder = folder.name, folder / assignment
+    found = {p.name: p.read_bytes() for p in sorted(notebook_folder.glob("*.ipynb")) if p.is_file()}
+    notebooks, error = match_notebooks(found, expected, f"{student}/{assignment}")
+    return Submission(student_id(student), str(folder), notebooks, error)
+
+
+def collect(paths, assignment, expected):
+    """All submissions named by `paths`, in order; unreadable ones carry an error."""
+    submissions = []
+    for given in map(Path, paths):
+        if given.is_dir():
+            if given.name == assignment or (given / assignment).is_dir():
+                submissions.append(from_folder(given, assignment, expected))
+            else:
+                students = sorted(p.parent for p in given.glob(f"*/{assignment}") if p.is_dir())
+                if not students:
+                    submissions.append(Submission(student_id(given.name), str(given), error=(
+                        f"{given} holds neither {assignment}/ nor STUDENT/{assignment}/ folders.")))
+                submissions += [from_folder(s, assignment, expected) for s in students]
+        elif given.suffix == ".zip":
+            submissions.append(from_zip(given, expected))
+        elif given.is_file():
+            data = given.read_bytes()
+            notebooks, error = match_notebooks({given.name: data}, expected, given.name)
+            submissions.append(Submission(student_id(given.stem), str(given), notebooks, error))
+        else:
+            submissions.append(Submission(student_id(given.stem), str(given), error=f"{given} does not exist."))
+    seen = set()
+    for submission in submissions:
+        if not submission.student:
+            submission.student, submission.error = "unnamed", f"no student id can be taken from {submission.source}."
+        if submission.student in seen:
+            submission.error = f"a second submission for student {submission.student!r} ({submission.source}) was ignored."
+            submission.notebooks = {}
+            submission.duplicate = True
+        seen.add(submission.student)
+    return submissions

@@ -1,0 +1,90 @@
+"""Tell a student, before submitting, which tests of a notebook pass.
+
+The notebook runs from a fresh kernel with nbgrader's own execution preprocessor and
+its rule for a passing test cell (no error, nothing on stderr). Only the visible tests
+are in a student version; cells whose tests are all hidden are listed as such.
+"""
+
+import ast
+import os
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import Execute
+from nbgrader.utils import determine_grade, is_grade
+
+from autograder.course_directory import KERNEL_ENV
+
+
+def _has_visible_checks(source):
+    """True if a test cell holds more than its docstring."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return True
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]
+    return bool(body)
+
+
+def _first_line(source):
+    try:
+        doc = ast.get_docstring(ast.parse(source))
+    except SyntaxError:
+        doc = None
+    return (doc or source.strip().splitlines()[0] if source.strip() else "").splitlines()[0]
+
+
+def _error_text(cell):
+    for output in cell.get("outputs", []):
+        if output.output_type == "error":
+            return f"{output.ename}: {output.evalue}"
+        if output.output_type == "stream" and output.name == "stderr":
+            return "printed to stderr: " + output.text.strip()[:300]
+    return ""
+
+
+def validate(path, timeout=120):
+    """Execute the notebook; return [(test name, status, points, message)]."""
+    path = Path(path)
+    notebook = nbformat.read(path, as_version=4)
+    previous = {key: os.environ.get(key) for key in KERNEL_ENV}
+    os.environ.update(KERNEL_ENV)
+    try:
+        executor = Execute(timeout=timeout, interrupt_on_timeout=True)
+        notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(path.parent.resolve())}})
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    report = []
+    for cell in notebook.cells:
+        if not is_grade(cell) or cell.cell_type != "code":
+            continue
+        name = cell.metadata.nbgrader.get("grade_id", "?")
+        points = float(cell.metadata.nbgrader.get("points", 0))
+        if not _has_visible_checks(cell.source):
+            report.append((name, "hidden", points, _first_line(cell.source)))
+            continue
+        score, _ = determine_grade(cell)
+        status = "pass" if score == points else "fail"
+        report.append((name, status, points, _error_text(cell) if status == "fail" else _first_line(cell.source)))
+    return report
+
+
+def print_report(report, emit=print):
+    marks = {"pass": "PASS  ", "fail": "FAIL  ", "hidden": "HIDDEN"}
+    for name, status, points, message in report:
+        emit(f"{marks[status]} {name} ({points:g} point{'s' if points != 1 else ''}): {message}")
+    failed = [r for r in report if r[1] == "fail"]
+    hidden = [r for r in report if r[1] == "hidden"]
+    emit("")
+    if failed:
+        emit(f"{len(failed)} visible test(s) fail. Fix them before you submit.")
+    else:
+        emit("Every visible test passes.")
+    if hidden:
+        emit(f"{len(hidden)} test cell(s) hold only hidden tests; they run when your work is graded.")
+    return 1 if failed else 0

@@ -54,22 +54,28 @@ class CourseDirectory:
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         return target
 
-    def nbgrader(self, *args, timeout=None):
-        """Run one nbgrader command here; raise NbgraderError with its log if it fails."""
+    def _run(self, command, what, timeout):
         # nbgrader calls `alembic` and starts kernels by name: this Python's bin/ comes first.
         bin_dir = os.path.dirname(sys.executable)
         env = {**os.environ, **KERNEL_ENV, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
         try:
-            done = subprocess.run(
-                [sys.executable, "-m", "nbgrader", *args],
-                cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout,
-            )
+            done = subprocess.run(command, cwd=self.root, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise NbgraderError(f"nbgrader {args[0]} did not finish within {timeout} s") from None
+            raise NbgraderError(f"{what} did not finish within {timeout} s") from None
         if done.returncode != 0:
             log = (done.stdout + done.stderr).strip().splitlines()
-            raise NbgraderError(f"nbgrader {args[0]} failed:\n" + "\n".join(log[-25:]))
+            raise NbgraderError(f"{what} failed:\n" + "\n".join(log[-25:]))
         return done
+
+    def nbgrader(self, *args, timeout=None):
+        """Run one nbgrader command here; raise NbgraderError with its log if it fails."""
+        return self._run([sys.executable, "-m", "nbgrader", *args], f"nbgrader {args[0]}", timeout)
+
+    def autograde_with_feedback(self, assignment, student, timeout=None):
+        """nbgrader autograde, then generate_feedback, for one student, in one process."""
+        command = [sys.executable, "-m", "autograder.job", str(self.root), assignment, student]
+        return self._run(command, "autograding", timeout)
 
     def generate_assignment(self, assignment):
         """nbgrader generate_assignment: student versions in release/, the assignment in the gradebook."""

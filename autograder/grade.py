@@ -93,10 +93,7 @@ class Grader:
             folder.mkdir(parents=True)
             for name, data in submission.notebooks.items():
                 (folder / name).write_bytes(data)
-            course.nbgrader("autograde", self.assignment, "--student", submission.student,
-                            "--force", timeout=self.submission_timeout)
-            course.nbgrader("generate_feedback", self.assignment, "--student", submission.student,
-                            "--force", timeout=300)
+            course.autograde_with_feedback(self.assignment, submission.student, timeout=self.submission_timeout)
             result.score, result.tests = self._scores(course.db_path, submission.student)
             result.status, result.message = "graded", self._summary(result)
             self._keep_feedback(work, submission.student)

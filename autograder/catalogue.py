@@ -1,0 +1,100 @@
+"""Catalogues of known answers: the mistakes students make, and right answers written differently.
+
+A catalogue is data, one YAML file per assignment in autograder/catalogues/:
+
+    assignment: self_attention
+    answers:
+      - id: softmax-no-max-shift        # short, unique, safe as a file name
+        function: softmax               # grade_id of the solution cell it replaces
+        verdict: wrong                  # wrong: must lose points; right: must keep them all
+        explanation: One line for a student, naming the mistake and its fix.
+        code: |
+          def softmax(x, axis=-1):
+              ...
+
+Each answer becomes a submission: the student version of the assignment with every
+solution cell filled in from the reference solution, except the one the answer
+replaces. The test suite grades them all and checks each verdict.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from autograder import paths
+
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+VERDICTS = ("wrong", "right")
+
+
+@dataclass(frozen=True)
+class Answer:
+    id: str
+    function: str
+    verdict: str
+    explanation: str
+    code: str
+
+
+def catalogue_path(assignment, catalogues=paths.CATALOGUES):
+    return Path(catalogues) / f"{assignment}.yml"
+
+
+def load(assignment, catalogues=paths.CATALOGUES):
+    """The answers of one assignment's catalogue, checked for shape and unique ids."""
+    data = yaml.safe_load(catalogue_path(assignment, catalogues).read_text())
+    if data.get("assignment") != assignment:
+        raise ValueError(f"catalogue for {assignment!r} names assignment {data.get('assignment')!r}")
+    answers, seen = [], set()
+    for entry in data["answers"]:
+        answer = Answer(**entry)
+        if answer.verdict not in VERDICTS:
+            raise ValueError(f"{answer.id}: verdict must be one of {VERDICTS}, not {answer.verdict!r}")
+        if answer.id in seen:
+            raise ValueError(f"duplicate answer id {answer.id!r}")
+        seen.add(answer.id)
+        answers.append(answer)
+    return answers
+
+
+def reference_code(source_notebook):
+    """grade_id -> the reference code of each solution cell, without the solution markers."""
+    code = {}
+    for cell in source_notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            lines = [line for line in cell.source.splitlines() if line.strip() not in MARKERS]
+            code[meta["grade_id"]] = "\n".join(lines)
+    return code
+
+
+def fill(student_notebook, code):
+    """A copy of the student version whose solution cells hold `code` (grade_id -> source)."""
+    notebook = nbformat.from_dict(student_notebook)
+    notebook = nbformat.reads(nbformat.writes(notebook), as_version=4)
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in code:
+            cell.source = code[grade_id]
+    return notebook
+
+
+def write_submissions(assignment, answers, folder, solutions=paths.SOLUTIONS, book=paths.BOOK):
+    """Write one notebook per answer into `folder` (named after the answer id); return their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (source_path,) = paths.assignment_notebooks(assignment, solutions)
+    student_path = paths.student_version_folder(assignment, book) / source_path.name
+    reference = reference_code(nbformat.read(source_path, as_version=4))
+    student = nbformat.read(student_path, as_version=4)
+    written = []
+    for answer in answers:
+        if answer.function not in reference:
+            raise ValueError(f"{answer.id}: no solution cell with grade_id {answer.function!r}")
+        notebook = fill(student, {**reference, answer.function: answer.code})
+        path = folder / f"{answer.id}.ipynb"
+        nbformat.write(notebook, path)
+        written.append(path)
+    return written

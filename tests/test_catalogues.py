@@ -1,0 +1,55 @@
+"""Every known wrong answer loses points; every known right answer keeps full marks.
+
+The catalogues in autograder/catalogues/ are graded through `python -m autograder
+grade` in one batch per assignment (in parallel), exactly as students' work is.
+"""
+
+import pytest
+
+from autograder import catalogue, paths
+from conftest import by_student, run_autograder
+
+CATALOGUED = [a for a in paths.assignments() if catalogue.catalogue_path(a).exists()]
+ANSWERS = [(a, answer) for a in CATALOGUED for answer in catalogue.load(a)]
+
+
+def test_every_assignment_has_a_catalogue():
+    assert CATALOGUED == paths.assignments()
+
+
+@pytest.mark.parametrize("assignment", CATALOGUED)
+def test_every_graded_function_has_wrong_and_right_answers(assignment):
+    import nbformat
+
+    (source,) = paths.assignment_notebooks(assignment)
+    functions = set(catalogue.reference_code(nbformat.read(source, as_version=4)))
+    answers = catalogue.load(assignment)
+    for verdict in catalogue.VERDICTS:
+        covered = {a.function for a in answers if a.verdict == verdict}
+        assert functions <= covered or verdict == "right", f"no {verdict} answer for {functions - covered}"
+    assert any(a.verdict == "right" for a in answers)
+
+
+@pytest.fixture(scope="module")
+def graded_answers(tmp_path_factory):
+    results = {}
+    for assignment in CATALOGUED:
+        folder = tmp_path_factory.mktemp(f"catalogue-{assignment}")
+        submissions = catalogue.write_submissions(assignment, catalogue.load(assignment), folder / "answers")
+        code, lines, log = run_autograder("grade", assignment, *submissions, "--out", folder / "grading",
+                                          "--no-progress")
+        assert code == 0, log[-3000:]
+        results[assignment] = by_student(lines)
+    return results
+
+
+@pytest.mark.parametrize("assignment, answer", ANSWERS, ids=[f"{a}:{answer.id}" for a, answer in ANSWERS])
+def test_known_answer_gets_its_verdict(graded_answers, assignment, answer):
+    result = graded_answers[assignment][answer.id]
+    assert result["status"] == "graded", result["message"]
+    if answer.verdict == "wrong":
+        assert result["score"] < result["max_score"], (
+            f"wrong answer {answer.id!r} ({answer.explanation}) kept full marks")
+    else:
+        assert result["score"] == result["max_score"], (
+            f"right answer {answer.id!r} ({answer.explanation}) lost points: {result['message']}")

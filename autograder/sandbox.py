@@ -1,0 +1,513 @@
+"""Run student code in a sandbox: bubblewrap namespaces, an unprivileged user, limits.
+
+What a sandboxed process sees and may do:
+
+* its own filesystem view: the system (/usr, /etc) and this Python read-only, a
+  private, size-limited scratch folder (/home/student, holding only the files the
+  grader puts there), a private /tmp, and /run/ipc for the kernel's sockets. The
+  repository, solutions/, gradebooks, other students' work and the instructor's home
+  are not there at all; /proc and /sys are not mounted.
+* no network: a network namespace of its own (its loopback reaches nothing outside);
+* its own process tree (a pid namespace): killing the sandbox's first process kills
+  every process started inside, daemons included;
+* an unprivileged user: when the grader runs as root, student code runs under a
+  numeric uid of its own (no capabilities, no_new_privs); otherwise under the
+  instructor's uid inside a user namespace, seeing nothing but the view above;
+* limits: memory and processes through a cgroup (v1 or v2, nested under the grader's
+  own cgroup) when the grader may create one, else through setrlimit; CPU time, file
+  size and open files through setrlimit; the scratch folders are size-limited tmpfs.
+
+`probe()` says which of these this machine provides. Without bubblewrap the grader
+refuses to run student code unless the instructor passes --no-isolation.
+"""
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GiB = 1024 ** 3
+MiB = 1024 ** 2
+
+HOME = "/home/student"
+IPC = "/run/ipc"
+# Numeric uids for student code when the grader runs as root: one per parallel job,
+# far above any real account. They need no /etc/passwd entry.
+UID_BASE = 1_900_000_000
+
+
+@dataclass
+class Limits:
+    """Per-submission limits. Sizes in bytes, times in seconds."""
+
+    memory: int = 3 * GiB
+    processes: int = 256  # processes and threads together (a kernel uses about 20)
+    cpu_seconds: int = 1800  # CPU time per process
+    file_size: int = 256 * MiB
+    open_files: int = 1024
+    scratch: int = 512 * MiB  # each of /home/student and /tmp
+
+    def describe(self):
+        return (f"memory {self.memory / GiB:g} GiB, {self.processes} processes, "
+                f"CPU {self.cpu_seconds} s, scratch {self.scratch // MiB} MiB")
+
+
+@dataclass
+class Isolation:
+    """What this machine offers for running untrusted code."""
+
+    sandboxed: bool
+    bwrap: str = ""
+    as_root: bool = False
+    cgroup: str = ""  # "v1", "v2" or "" (then memory and processes fall back to setrlimit)
+    reason: str = ""  # why there is no sandbox, when there is none
+    notes: list = field(default_factory=list)
+
+    def describe(self, limits=None):
+        if not self.sandboxed:
+            return "NO ISOLATION: student code runs with your rights, your files and your network."
+        who = "a dedicated unprivileged uid" if self.as_root else "your uid in a user namespace"
+        limiter = f"cgroup {self.cgroup}" if self.cgroup else "setrlimit (no writable cgroup)"
+        text = (f"sandbox: bubblewrap; no network; private filesystem; {who}; "
+                f"memory and process limits by {limiter}")
+        if limits is not None:
+            text += f"; {limits.describe()}"
+        return text
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+# -- what this machine offers ------------------------------------------------------------
+
+def _own_cgroup_v1(controller):
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                return Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+    except OSError:
+        pass
+    return None
+
+
+def _own_cgroup_v2():
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            hierarchy, controllers, path = line.split(":", 2)
+            if hierarchy == "0" and controllers == "":
+                for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                    root = Path(mount)
+                    if (root / "cgroup.controllers").exists():
+                        return root / path.lstrip("/")
+    except OSError:
+        pass
+    return None
+
+
+def _try_child(parent, files):
+    """True if a child cgroup of `parent` can be created with `files` written, then removed."""
+    if parent is None:
+        return False
+    child = parent / f"autograder-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        child.mkdir()
+    except OSError:
+        return False
+    try:
+        for name, value in files.items():
+            (child / name).write_text(value)
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            child.rmdir()
+        except OSError:
+            pass
+
+
+def _cgroup_flavour():
+    """'v1' or 'v2' when this process may create child cgroups with memory and pids limits."""
+    if _try_child(_own_cgroup_v1("memory"), {"memory.limit_in_bytes": str(GiB)}) and \
+            _try_child(_own_cgroup_v1("pids"), {"pids.max": "100"}):
+        return "v1"
+    if _try_child(_own_cgroup_v2(), {"memory.max": str(GiB), "pids.max": "100"}):
+        return "v2"
+    return ""
+
+
+_probed = {}
+
+
+def probe(allow_unsandboxed=False):
+    """The isolation this machine offers; raises SandboxUnavailable if none and not allowed."""
+    key = allow_unsandboxed
+    if key in _probed:
+        return _probed[key]
+    isolation = _probe()
+    if not isolation.sandboxed and not allow_unsandboxed:
+        raise SandboxUnavailable(isolation.reason)
+    _probed[key] = isolation
+    return isolation
+
+
+def _probe():
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Isolation(False, reason=(
+            "bubblewrap (bwrap) is not installed, so student code cannot be isolated. "
+            "Install it (Debian/Ubuntu: apt-get install bubblewrap) or, knowingly, pass "
+            "--no-isolation to run student code with your own rights."))
+    isolation = Isolation(True, bwrap=bwrap, as_root=os.geteuid() == 0)
+    isolation.cgroup = _cgroup_flavour() if isolation.as_root else ""
+    try:
+        with Sandbox(isolation, Limits(), slot=0, name="probe") as box:
+            done = box.run(["/bin/sh", "-c", "echo sandbox-ok"], timeout=60)
+        if done.returncode != 0 or "sandbox-ok" not in done.stdout:
+            raise SandboxUnavailable((done.stdout + done.stderr).strip()[-500:])
+    except (OSError, subprocess.SubprocessError, SandboxUnavailable) as error:
+        return Isolation(False, bwrap=bwrap, reason=(
+            f"bubblewrap is installed but cannot create a sandbox here ({str(error).strip()[:300]}). "
+            "It needs user namespaces, or root. Fix that or, knowingly, pass --no-isolation."))
+    if not isolation.cgroup:
+        isolation.notes.append("no writable cgroup: memory is limited by address space (setrlimit) and "
+                               "processes by setrlimit where possible")
+    return isolation
+
+
+# -- one sandbox -------------------------------------------------------------------------
+
+def _python_roots():
+    """Read-only folders this Python needs: its installation and its virtual environment."""
+    roots = []
+    for prefix in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        path = os.path.realpath(prefix)
+        if not path.startswith("/usr/") and path not in roots:
+            roots.append(path)
+    # a prefix inside another one is already there
+    return [r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)]
+
+
+def _system_binds():
+    args = []
+    for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), f"/{name}"]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), f"/{name}"]
+    args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    return args
+
+
+def _parents(path):
+    """--dir arguments (mode 0755) for every parent of `path` that is not already there."""
+    args = []
+    parts = Path(path).parts[1:-1]
+    for i in range(len(parts)):
+        parent = "/" + "/".join(parts[: i + 1])
+        if parent in ("/usr", "/etc", "/tmp", "/run"):
+            continue
+        args += ["--perms", "0755", "--dir", parent]
+    return args
+
+
+class Sandbox:
+    """One sandbox: its cgroups, its files, at most one process tree; `close()` removes all."""
+
+    def __init__(self, isolation, limits, slot=0, name=None):
+        self.isolation = isolation
+        self.limits = limits
+        self.uid = UID_BASE + int(slot)
+        self.name = f"autograder-{name or 'job'}-{uuid.uuid4().hex[:8]}"
+        self.process = None
+        self.child_pid = None
+        self.cgroups = []
+        self._private = tempfile.mkdtemp(prefix="sandbox-")  # host side: files to copy in
+        os.chmod(self._private, 0o700)
+        if isolation.sandboxed and isolation.cgroup:
+            self._make_cgroups()
+
+    # -- cgroups ----------------------------------------------------------------------
+    def _make_cgroups(self):
+        if self.isolation.cgroup == "v1":
+            memory = _own_cgroup_v1("memory") / self.name
+            pids = _own_cgroup_v1("pids") / self.name
+            memory.mkdir()
+            self.cgroups.append(memory)
+            pids.mkdir()
+            self.cgroups.append(pids)
+            (memory / "memory.limit_in_bytes").write_text(str(self.limits.memory))
+            swap = memory / "memory.memsw.limit_in_bytes"
+            if swap.exists():
+                try:
+                    swap.write_text(str(self.limits.memory))
+                except OSError:
+                    pass
+            (pids / "pids.max").write_text(str(self.limits.processes))
+        else:
+            group = _own_cgroup_v2() / self.name
+            group.mkdir()
+            self.cgroups.append(group)
+            (group / "memory.max").write_text(str(self.limits.memory))
+            if (group / "memory.swap.max").exists():
+                (group / "memory.swap.max").write_text("0")
+            (group / "pids.max").write_text(str(self.limits.processes))
+
+    def usage(self):
+        """What the sandbox used: peak memory, out-of-memory kills, refused forks."""
+        info = {}
+        for group in self.cgroups:
+            for name, key in (("memory.max_usage_in_bytes", "memory_peak"), ("memory.peak", "memory_peak")):
+                try:
+                    info[key] = int((group / name).read_text())
+                except (OSError, ValueError):
+                    pass
+            for name in ("memory.oom_control", "memory.events"):
+                try:
+                    for line in (group / name).read_text().splitlines():
+                        if line.startswith("oom_kill "):
+                            info["oom_kills"] = int(line.split()[1])
+                except (OSError, ValueError):
+                    pass
+            try:
+                for line in (group / "pids.events").read_text().splitlines():
+                    if line.startswith("max "):
+                        info["forks_refused"] = int(line.split()[1])
+            except (OSError, ValueError):
+                pass
+        return info
+
+    def _procs(self):
+        pids = set()
+        for group in self.cgroups:
+            try:
+                pids |= {int(p) for p in (group / "cgroup.procs").read_text().split()}
+            except (OSError, ValueError):
+                pass
+        return pids
+
+    # -- processes --------------------------------------------------------------------
+    def _preexec(self):
+        """In the child, before bwrap starts: join the cgroups, set the limits."""
+        for group in self.cgroups:
+            fd = os.open(group / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+        limits = self.limits
+        settings = [
+            (resource.RLIMIT_CPU, limits.cpu_seconds),
+            (resource.RLIMIT_FSIZE, limits.file_size),
+            (resource.RLIMIT_NOFILE, limits.open_files),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        if not self.cgroups:
+            # No cgroup: the address space stands in for memory. A PyTorch kernel maps
+            # about 2 GiB it never touches, hence the allowance.
+            settings.append((resource.RLIMIT_AS, limits.memory + 2 * GiB))
+            if self.isolation.as_root:
+                settings.append((resource.RLIMIT_NPROC, limits.processes))
+        for which, value in settings:
+            soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, value))
+
+    def command(self, argv, files=None, env=None, cwd=HOME):
+        """The bwrap command line that runs argv; files: {path inside: host path}."""
+        isolation = self.isolation
+        args = [isolation.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+        if not isolation.as_root:
+            args += ["--unshare-user", "--disable-userns"]
+        args += _system_binds()
+        for root in _python_roots():
+            args += _parents(root) + ["--ro-bind", root, root]
+        size = str(self.limits.scratch)
+        args += ["--dev", "/dev",
+                 "--size", size, "--perms", "1777", "--tmpfs", "/tmp",
+                 "--perms", "0755", "--dir", "/home",
+                 "--size", size, "--perms", "0700", "--tmpfs", HOME,
+                 "--perms", "0755", "--dir", "/run",
+                 "--size", str(16 * MiB), "--perms", "0700", "--tmpfs", IPC]
+        # PyTorch reads the processor's description; without /proc it complains on stderr.
+        args += ["--perms", "0755", "--dir", "/proc"]
+        if os.path.exists("/proc/cpuinfo"):
+            args += ["--ro-bind", self.file("cpuinfo", Path("/proc/cpuinfo").read_bytes()), "/proc/cpuinfo"]
+        cpu = Path("/sys/devices/system/cpu")
+        for name in ("possible", "present", "online"):
+            if (cpu / name).exists():
+                args += ["--ro-bind", str(cpu / name), f"/sys/devices/system/cpu/{name}"]
+        for inside, host in (files or {}).items():
+            args += ["--ro-bind", str(host), inside]
+        args += ["--chdir", cwd, "--clearenv"]
+        for key, value in (env or {}).items():
+            args += ["--setenv", key, value]
+        args += ["--setenv", "HOME", HOME]
+        if isolation.as_root:
+            # bwrap runs as root (it builds the mounts); the command itself runs under
+            # an unprivileged uid of its own, with no capabilities and no way back.
+            args += ["--chmod", "0700", HOME, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
+                     "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+            args += [sys.executable, "-I", "-S", "-c", _DROP, str(self.uid), HOME, IPC, "/tmp", "--"]
+        args += ["--"] if not isolation.as_root else []
+        return args + list(argv)
+
+    def file(self, name, data):
+        """A host file to bind read-only into the sandbox (see `command(files=...)`)."""
+        path = Path(self._private) / "files" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        os.chmod(path, 0o444)
+        return path
+
+    def inside(self, path):
+        """How the sandboxed process names `path` (HOME, IPC or below)."""
+        return path if self.isolation.sandboxed else self.root_path(path)
+
+    def popen(self, argv, files=None, env=None, pass_fds=(), stdout=subprocess.DEVNULL,
+              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL):
+        """Start argv in the sandbox (or, without isolation, as a plain process)."""
+        if self.process is not None:
+            raise RuntimeError("one process tree per sandbox")
+        if not self.isolation.sandboxed:
+            for folder in (HOME, IPC, "/tmp"):
+                Path(self.root_path(folder)).mkdir(parents=True, exist_ok=True)
+            for inside, host in (files or {}).items():
+                shutil.copyfile(host, self.root_path(inside))
+            env = {**(env or {}), "HOME": self.root_path(HOME), "TMPDIR": self.root_path("/tmp")}
+            self.process = subprocess.Popen(argv, env=env, pass_fds=pass_fds, stdout=stdout, stderr=stderr,
+                                            stdin=stdin, cwd=self.root_path(HOME), start_new_session=True,
+                                            preexec_fn=self._preexec)
+            self.child_pid = self.process.pid
+            return self.process
+        info_read, info_write = os.pipe()
+        try:
+            command = self.command(argv, files, env)
+            command[1:1] = ["--info-fd", str(info_write)]
+            self.process = subprocess.Popen(command, pass_fds=(info_write, *pass_fds), stdout=stdout,
+                                            stderr=stderr, stdin=stdin, preexec_fn=self._preexec)
+        finally:
+            os.close(info_write)
+        with os.fdopen(info_read) as handle:
+            text = handle.read()
+        try:
+            self.child_pid = int(json.loads(text)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            self.child_pid = None
+        return self.process
+
+    def root_path(self, inside):
+        """The host path of a path inside the sandbox (through /proc/PID/root)."""
+        if not self.isolation.sandboxed:
+            return str(Path(self._private) / "root" / inside.lstrip("/"))
+        return f"/proc/{self.child_pid}/root{inside}"
+
+    def run(self, argv, timeout=60, **kwargs):
+        """Run argv to completion in the sandbox; capture its output (bounded)."""
+        process = self.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+        out, err = _bounded_communicate(process, timeout, 1 * MiB)
+        return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+    def kill(self):
+        """Kill every process of this sandbox and wait until none is left."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                if self.isolation.sandboxed:
+                    self.process.kill()
+                else:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 30
+        while self._procs() and time.monotonic() < deadline:
+            for pid in self._procs():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.05)
+
+    def close(self):
+        self.kill()
+        for group in reversed(self.cgroups):
+            for _ in range(100):
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        self.cgroups = []
+        shutil.rmtree(self._private, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# Runs first inside the sandbox when the grader is root: make the private folders the
+# student's, then become that student for good (setgid, setgroups, setuid, no_new_privs)
+# and exec the command. It uses only os and the C library; nothing of the student's
+# exists yet.
+_DROP = r"""
+import ctypes, os, sys
+uid = int(sys.argv[1]); folders = sys.argv[2:sys.argv.index("--")]; argv = sys.argv[sys.argv.index("--") + 1:]
+for folder in folders:
+    os.chown(folder, uid, uid)
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+if os.getuid() != uid or os.geteuid() != uid:
+    sys.exit("could not drop privileges")
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    sys.exit("could not set no_new_privs")
+os.execvp(argv[0], argv)
+"""
+
+
+def _bounded_communicate(process, timeout, cap):
+    """communicate() that keeps at most `cap` bytes of each stream and kills on timeout."""
+    chunks = {"out": bytearray(), "err": bytearray()}
+
+    def drain(stream, key):
+        while True:
+            data = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not data:
+                break
+            room = cap - len(chunks[key])
+            if room > 0:
+                chunks[key] += data[:room]
+
+    threads = [threading.Thread(target=drain, args=(process.stdout, "out"), daemon=True),
+               threading.Thread(target=drain, args=(process.stderr, "err"), daemon=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for thread in threads:
+        thread.join(timeout=5)
+    return (chunks["out"].decode("utf-8", "replace"), chunks["err"].decode("utf-8", "replace"))

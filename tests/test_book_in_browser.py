@@ -1,0 +1,449 @@
+"""The built book as a reader sees it: offline, in a real (headless) Chromium.
+
+The book in `_build/html` (built by `make book`) is served on the loopback interface and
+every HTML page of it is opened in Debian's Chromium, driven by playwright's sync API:
+
+* no request fails, no request leaves the loopback server (any is blocked and reported),
+  and the console shows no error;
+* every image loads, every equation is typeset by MathJax 3 (served by the book itself),
+  every internal link and anchor resolves, and every cross-reference is resolved;
+* every plot of an executed notebook appears on its page as an image;
+* search works offline.
+
+Files are checked too: no page asks for a script, a style or an image from another host,
+every chapter offers the student version of its assignment, the launch buttons point at
+the course repository, and no solution is anywhere in the build.
+
+A full-page screenshot of the landing page and of each chapter's first page is saved in
+`_build/screenshots/` (or `$BOOK_SCREENSHOTS`), for a person to look at.
+
+The browser tests skip, with the reason, where playwright, Chromium (`/usr/bin/chromium`,
+or `$CHROMIUM`) or the built book is missing.
+"""
+
+import functools
+import html.parser
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import urllib.parse
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+HTML = REPO / "_build" / "html"
+EXECUTED = REPO / "_build" / "jupyter_execute"
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+SCREENSHOTS = Path(os.environ.get("BOOK_SCREENSHOTS", REPO / "_build" / "screenshots"))
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-quic",
+]
+# Markers of nbgrader source notebooks: reference solutions and hidden tests.
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
+                    "### END HIDDEN TESTS", "=== BEGIN MARK SCHEME ===")
+# `$...$` left in a page's text (outside code): math that was never typeset. As in
+# pandoc, the opening `$` is followed by a non-space and the closing one preceded by a
+# non-space and not followed by a digit, so that "$5 and $10" is no math.
+INLINE_DOLLARS = re.compile(r"(?<![\\$])\$(?=[^\s$])[^$\n]{1,200}?(?<=[^\s$\\])\$(?![\d$])")
+# A word that the book's search must find.
+SEARCH_WORD = "attention"
+
+BUILT = (HTML / "index.html").is_file()
+needs_build = pytest.mark.skipif(not BUILT, reason=f"no built book in {HTML}: run `make book`")
+
+
+def toc_files():
+    """The documents of _toc.yml, in order: (the root, [each chapter's own files])."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    chapters = []
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                yield entry["file"]
+            yield from walk(entry.get("sections"))
+
+    for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
+        for chapter in part.get("chapters", []):
+            chapters.append(list(walk([chapter])))
+    return toc["root"], chapters
+
+
+def html_pages():
+    """Every HTML page of the build, relative to it, outside Sphinx's asset folders
+    (`_static`, `_sources`, `_downloads`, ...) and hidden ones."""
+    if not BUILT:
+        return []
+    pages = [p.relative_to(HTML) for p in HTML.rglob("*.html")]
+    return sorted(p.as_posix() for p in pages if not p.parts[0].startswith(("_", ".")))
+
+
+def screenshot_pages():
+    """The landing page and each chapter's first page."""
+    root, chapters = toc_files()
+    return [f"{root}.html"] + [f"{files[0]}.html" for files in chapters]
+
+
+class Tags(html.parser.HTMLParser):
+    """The start tags of an HTML file, and the ids and names that anchors may target."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.anchors = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        for key in ("id", "name"):
+            if attrs.get(key):
+                self.anchors.add(attrs[key])
+
+
+@functools.lru_cache(maxsize=None)
+def parse(path):
+    tags = Tags()
+    tags.feed(Path(path).read_text(encoding="utf-8", errors="replace"))
+    return tags
+
+
+def external(url):
+    return url.startswith(("http:", "https:", "//", "ws:", "wss:", "ftp:"))
+
+
+# --- the files of the build -------------------------------------------------------------
+
+@needs_build
+def test_every_page_of_the_toc_is_built():
+    root, chapters = toc_files()
+    missing = [f for f in [root] + sum(chapters, []) if not (HTML / f"{f}.html").is_file()]
+    assert not missing, f"pages of _toc.yml missing from {HTML}: {missing}"
+
+
+@needs_build
+def test_no_solution_anywhere_in_the_build():
+    """Reference solutions and hidden tests never reach the published book."""
+    leaks = []
+    for path in HTML.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            leaks += [f"{path.relative_to(HTML)}: {m!r}" for m in SOLUTION_MARKERS if m in text]
+    assert not leaks, "solution markers in the built book:\n" + "\n".join(leaks)
+    solutions = {p.read_bytes() for p in (REPO / "solutions").rglob("*.ipynb")}
+    copies = [p for p in HTML.rglob("*.ipynb") if p.read_bytes() in solutions]
+    assert not copies, f"reference solutions copied into the book: {copies}"
+
+
+@needs_build
+def test_no_page_asks_another_host_for_a_resource():
+    """Scripts, styles, fonts, icons and images all come from the book itself."""
+    loading_rels = {"stylesheet", "preload", "modulepreload", "prefetch", "preconnect",
+                    "dns-prefetch", "icon", "shortcut", "manifest", "apple-touch-icon"}
+    found = []
+    for page in html_pages():
+        for tag, attrs in parse(HTML / page).tags:
+            urls = []
+            if tag in {"script", "img", "iframe", "source", "audio", "video", "embed", "track"}:
+                urls = [attrs.get("src") or "", attrs.get("srcset") or ""]
+            elif tag == "link" and loading_rels & set((attrs.get("rel") or "").lower().split()):
+                urls = [attrs.get("href") or ""]
+            elif tag == "object":
+                urls = [attrs.get("data") or ""]
+            found += [f"{page}: <{tag}> {u}" for u in urls if external(u.strip())]
+    assert not found, "resources from other hosts:\n" + "\n".join(found)
+
+
+@needs_build
+def test_every_chapter_offers_its_assignment_for_download():
+    """A chapter with a student notebook links to a download of exactly that notebook."""
+    _, chapters = toc_files()
+    checked = 0
+    for files in chapters:
+        folder = REPO / Path(files[0]).parent
+        students = sorted((folder / "assignment").glob("*.ipynb"))
+        if not students:
+            continue
+        offered = {}
+        for f in files:
+            page = HTML / f"{f}.html"
+            for tag, attrs in parse(page).tags:
+                href = attrs.get("href") or ""
+                if tag == "a" and "download" in attrs and href.endswith(".ipynb"):
+                    target = (page.parent / urllib.parse.unquote(href)).resolve()
+                    if target.is_file():
+                        offered[target.name] = target.read_bytes()
+        for student in students:
+            assert student.name in offered, (
+                f"no page of chapter {folder.name} offers {student.name} for download")
+            assert offered[student.name] == student.read_bytes(), (
+                f"the download of {student.name} differs from {student.relative_to(REPO)}")
+            checked += 1
+    assert checked or not any((REPO / "book").glob("*/assignment/*.ipynb")), \
+        "student notebooks exist but no chapter in _toc.yml offers them"
+
+
+@needs_build
+def test_launch_buttons_point_at_the_course_repository():
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    repo = config["repository"]["url"].rstrip("/")
+    org_repo = urllib.parse.urlparse(repo).path.strip("/")
+    branch = config["repository"]["branch"]
+    buttons = config.get("launch_buttons", {})
+    expected = {
+        "binderhub_url": f"{buttons.get('binderhub_url', '').rstrip('/')}/v2/gh/{org_repo}/{branch}?",
+        "colab_url": f"{buttons.get('colab_url', '').rstrip('/')}/github/{org_repo}/blob/{branch}/",
+        "jupyterhub_url": f"{buttons.get('jupyterhub_url', '').rstrip('/')}/hub/user-redirect/git-pull?",
+    }
+    expected = {k: v for k, v in expected.items() if buttons.get(k)}
+    assert {"binderhub_url", "colab_url"} <= set(expected), "Binder and Colab buttons are configured"
+    notebooks = [p for p in html_pages() if (EXECUTED / p).with_suffix(".ipynb").is_file()]
+    if not notebooks:
+        pytest.skip("no executed notebook page in the book yet")
+    for page in notebooks:
+        links = [a.get("href") or "" for t, a in parse(HTML / page).tags if t == "a"]
+        source = Path(page).with_suffix(".ipynb").as_posix()
+        for key, prefix in expected.items():
+            hits = [h for h in links if h.startswith(prefix)]
+            assert hits, f"{page}: no launch button for {key} (a link starting {prefix})"
+            assert all(source in urllib.parse.unquote(h) for h in hits), (
+                f"{page}: the {key} button does not open {source}: {hits}")
+        assert repo in links, f"{page}: no repository button linking to {repo}"
+
+
+# --- the book in a browser --------------------------------------------------------------
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not BUILT:
+        pytest.skip(f"no built book in {HTML}: run `make book`")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(HTML)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian package `chromium`; or set $CHROMIUM)")
+    profile = tempfile.mkdtemp(prefix="book-chromium-")
+    try:
+        with sync_api.sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(
+                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1280, "height": 900}, service_workers="block")
+            yield context
+            context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Visit:
+    """One page opened in the browser, with everything that went wrong while it loaded."""
+
+    def __init__(self, context, origin, path):
+        self.origin, self.problems, self.blocked = origin, [], []
+        self.page = page = context.new_page()
+        page.route("**/*", self.only_loopback)
+        page.on("requestfailed", self.failed)
+        page.on("response", self.response)
+        page.on("console", self.console)
+        page.on("pageerror", lambda error: self.problems.append(f"uncaught error: {error}"))
+        page.goto(f"{origin}/{path}", wait_until="load")
+
+    def only_loopback(self, route):
+        url = route.request.url
+        if url.startswith((self.origin + "/", "data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort("blockedbyclient")
+
+    def failed(self, request):
+        if request.url not in self.blocked:
+            self.problems.append(f"request failed: {request.url} ({request.failure})")
+
+    def response(self, response):
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def console(self, message):
+        if message.type == "error":
+            self.problems.append(f"console error: {message.text} at {message.location}")
+
+    def settle(self):
+        """Wait until MathJax has typeset the page, its fonts are in, and the network is idle."""
+        self.page.evaluate("""async () => {
+            if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+                await MathJax.startup.promise;
+            }
+            await document.fonts.ready;
+        }""")
+        self.page.wait_for_load_state("networkidle")
+
+
+@pytest.fixture
+def visit(browser, server):
+    visits = []
+
+    def open_page(path):
+        visits.append(Visit(browser, server, path))
+        return visits[-1]
+
+    yield open_page
+    for v in visits:
+        v.page.close()
+
+
+PAGE_FACTS = """async () => {
+    const imgs = Array.from(document.images);
+    imgs.forEach(img => { img.loading = "eager"; });
+    await Promise.all(imgs.map(img => img.decode().catch(() => null)));
+    const outside = "pre, code, script, style, textarea, mjx-container, .highlight";
+    const body = document.body.cloneNode(true);
+    body.querySelectorAll(outside).forEach(e => e.remove());
+    const math = Array.from(document.querySelectorAll(".math"));
+    return {
+        url: location.href,
+        images: imgs.map(img => ({src: img.getAttribute("src"),
+                                  ok: img.complete && img.naturalWidth > 0})),
+        outputImages: document.querySelectorAll(".cell_output img").length,
+        text: body.textContent,
+        math: math.length,
+        displayMath: document.querySelectorAll("div.math").length,
+        untypeset: math.filter(e => !e.querySelector("mjx-container"))
+                       .map(e => e.textContent.slice(0, 80)),
+        displayTypeset: document.querySelectorAll('div.math mjx-container[display="true"]').length,
+        mathErrors: Array.from(document.querySelectorAll("mjx-merror, [data-mjx-error]"))
+                         .map(e => e.getAttribute("data-mjx-error") || e.textContent),
+        mathjax: window.MathJax && window.MathJax.version || null,
+        unresolved: Array.from(document.querySelectorAll(".xref"))
+                         .filter(e => !e.closest("a")).map(e => e.textContent),
+        links: Array.from(document.querySelectorAll("a[href]"))
+                    .map(a => ({href: a.getAttribute("href"), url: a.href})),
+    };
+}"""
+
+
+def plots_expected(page):
+    """How many plots (image outputs) the executed notebook behind a page shows, less
+    those of removed cells; None for a page that is no notebook.
+
+    The executed notebook is the one jupyter-cache keeps (`execute_notebooks: cache`),
+    else the copy myst-nb writes to `_build/jupyter_execute`."""
+    notebook = None
+    source = (REPO / page).with_suffix(".ipynb")
+    executed = (EXECUTED / page).with_suffix(".ipynb")
+    if source.is_file() and (REPO / "_build" / ".jupyter_cache").is_dir():
+        import nbformat
+        from jupyter_cache import get_cache
+
+        try:
+            cache = get_cache(REPO / "_build" / ".jupyter_cache")
+            record = cache.match_cache_notebook(nbformat.read(source, as_version=4))
+            notebook = cache.get_cache_bundle(record.pk).nb
+        except KeyError:  # not executed in the cache: the build must have used the file
+            notebook = None
+    if notebook is None and executed.is_file():
+        notebook = json.loads(executed.read_text())
+    if notebook is None:
+        return None
+    removed = {"remove-output", "remove-cell", "remove_output", "remove_cell"}
+    count = 0
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code" or removed & set(cell.get("metadata", {}).get("tags", [])):
+            continue
+        for output in cell.get("outputs", []):
+            if any(mime.startswith("image/") for mime in output.get("data", {})):
+                count += 1
+    return count
+
+
+def broken_links(page, facts, origin):
+    """Links into the book whose file or anchor does not exist in the build."""
+    broken = []
+    for link in facts["links"]:
+        url = urllib.parse.urlsplit(link["url"])
+        if f"{url.scheme}://{url.netloc}" != origin:
+            continue
+        target = HTML / urllib.parse.unquote(url.path).lstrip("/")
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            broken.append(f"{link['href']} (no {target.relative_to(HTML)} in the build)")
+        elif url.fragment and target.suffix == ".html":
+            anchor = urllib.parse.unquote(url.fragment)
+            if anchor not in parse(target).anchors:
+                broken.append(f"{link['href']} (no anchor #{anchor} in {target.relative_to(HTML)})")
+    return broken
+
+
+@needs_build
+@pytest.mark.xdist_group("browser")
+@pytest.mark.parametrize("path", html_pages() or ["index.html"])
+def test_page_renders_offline(visit, server, path):
+    v = visit(path)
+    refresh = [a for t, a in parse(HTML / path).tags
+               if t == "meta" and (a.get("http-equiv") or "").lower() == "refresh"]
+    if refresh:  # the landing redirect: follow it, then check where it lands
+        target = refresh[0]["content"].split("url=", 1)[1].strip()
+        v.page.wait_for_url(urllib.parse.urljoin(f"{server}/{path}", target))
+        path = urllib.parse.urljoin(path, target)
+    v.settle()
+    facts = v.page.evaluate(PAGE_FACTS)
+    problems = [f"image not loaded: {i['src']}" for i in facts["images"] if not i["ok"]]
+    problems += [f"broken link: {b}" for b in broken_links(path, facts, server)]
+    problems += [f"unresolved reference: {t!r}" for t in facts["unresolved"]]
+    for raw in ("$$", "\\[", "\\]", "\\begin{"):
+        if raw in facts["text"]:
+            at = facts["text"].index(raw)
+            problems.append(f"raw TeX {raw!r} in the text: ...{facts['text'][at - 40:at + 40]!r}...")
+    problems += [f"raw TeX {m.group()!r} in the text" for m in INLINE_DOLLARS.finditer(facts["text"])]
+    if facts["math"]:
+        if not (facts["mathjax"] or "").startswith("3."):
+            problems.append(f"math on the page but no MathJax 3 (MathJax {facts['mathjax']})")
+        problems += [f"equation not typeset: {t!r}" for t in facts["untypeset"][:5]]
+        if len(facts["untypeset"]) > 5:
+            problems.append(f"... {len(facts['untypeset'])} equations not typeset in all")
+        if facts["displayTypeset"] < facts["displayMath"]:
+            problems.append(f"{facts['displayMath']} display equations, "
+                            f"{facts['displayTypeset']} typeset as display math")
+        problems += [f"MathJax error: {e!r}" for e in facts["mathErrors"]]
+    plots = plots_expected(path)
+    if plots and facts["outputImages"] < plots:
+        problems.append(f"the executed notebook has {plots} plots, the page's cell outputs "
+                        f"{facts['outputImages']} images")
+    if path in screenshot_pages():
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / (path.removesuffix(".html").replace("/", "__") + ".png")
+        v.page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot of {path}: {shot}")
+    problems = v.problems + [f"blocked a request to another host: {u}" for u in v.blocked] + problems
+    assert not problems, f"{path} in Chromium (screenshots in {SCREENSHOTS}):\n" + "\n".join(problems)
+
+
+@needs_build
+@pytest.mark.xdist_group("browser")
+def test_search_works_offline(visit):
+    v = visit(f"search.html?q={SEARCH_WORD}")
+    v.page.wait_for_selector("#search-results .search-summary", state="attached")
+    v.settle()
+    results = v.page.locator("#search-results li").count()
+    problems = v.problems + [f"blocked a request to another host: {u}" for u in v.blocked]
+    assert results > 0, f"searching for {SEARCH_WORD!r} found nothing"
+    assert not problems, "search.html in Chromium:\n" + "\n".join(problems)

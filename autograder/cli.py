@@ -20,7 +20,18 @@ def main(argv=None):
     grade.add_argument("--out", default="grading", help="where grades.csv, feedback/ and results/ go")
     grade.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: cores)")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded in --out")
-    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell")
+    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default: 120)")
+    grade.add_argument("--submission-timeout", type=int, default=900,
+                       help="seconds per submission, all cells together (default: 900)")
+    grade.add_argument("--memory", type=float, default=3.0, help="GiB of memory per submission (default: 3)")
+    grade.add_argument("--processes", type=int, default=256,
+                       help="processes and threads per submission (default: 256)")
+    grade.add_argument("--db", default=None,
+                       help="the class gradebook's database URL (default: sqlite:///OUT/gradebook.db), "
+                            "e.g. postgresql://user@host/gradebook")
+    grade.add_argument("--no-isolation", action="store_true",
+                       help="run student code WITHOUT a sandbox, with your rights, files and network "
+                            "(only where bubblewrap cannot run, and only for code you trust)")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     validate = commands.add_parser("validate", help="run a notebook and say which visible tests pass")
@@ -35,6 +46,7 @@ def main(argv=None):
                 print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
         return 0
     if args.command == "grade":
+        from autograder import sandbox
         from autograder.grade import grade as grade_batch
 
         try:
@@ -42,9 +54,23 @@ def main(argv=None):
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        try:
+            isolation = sandbox.probe(allow_unsandboxed=args.no_isolation)
+        except sandbox.SandboxUnavailable as error:
+            print(f"error: refusing to run student code without a sandbox: {error}", file=sys.stderr)
+            return 2
+        limits = sandbox.Limits(memory=int(args.memory * sandbox.GiB), processes=args.processes)
+        if isolation.sandboxed:
+            print(isolation.describe(limits), file=sys.stderr)
+            for note in isolation.notes:
+                print(f"note: {note}", file=sys.stderr)
+        else:
+            print("WARNING: " + isolation.describe() + " (--no-isolation). " + isolation.reason, file=sys.stderr)
         grade_batch(args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
                     progress=not args.no_progress, emit=lambda line: print(line, flush=True),
-                    cell_timeout=args.cell_timeout)
+                    cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
+                    memory=limits.memory, processes=limits.processes, db_url=args.db,
+                    isolate=isolation.sandboxed)
         return 0
     if args.command == "validate":
         from autograder.validate import print_report, validate

@@ -31,6 +31,17 @@ c.Exchange.root = {exchange!r}
 """
 
 
+# Autograding runs the notebook with autograder/preprocessor.py instead of nbgrader's
+# Execute: the kernel in a sandbox, each test's outcome from the guard's signed verdict.
+GRADING_CONFIG = """
+from autograder.preprocessor import SandboxedExecute
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+"""
+
+
 class NbgraderError(RuntimeError):
     """An nbgrader command failed; the message holds the end of its log."""
 
@@ -46,6 +57,12 @@ class CourseDirectory:
             cell_timeout=int(cell_timeout),
             exchange=str(self.root / "exchange"),
         ))
+
+    def configure_grading(self, **traits):
+        """Autograde with SandboxedExecute, whose traits (cell_timeout, slot...) are given here."""
+        lines = [GRADING_CONFIG] + [f"c.SandboxedExecute.{name} = {value!r}" for name, value in traits.items()]
+        with open(self.root / "nbgrader_config.py", "a") as handle:
+            handle.write("\n".join(lines) + "\n")
 
     def add_source(self, assignment, solutions):
         """Copy the instructor's source notebooks of `assignment` into source/."""

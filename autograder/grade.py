@@ -1,14 +1,18 @@
-"""Grade a batch of submissions with nbgrader, one private course directory each.
+"""Grade a batch of submissions: in parallel, in sandboxes, resumable.
 
-For every submission: copy the prepared course directory (source notebooks and a
-gradebook that already knows the assignment), put the notebooks in
-submitted/STUDENT/ASSIGNMENT/, run `nbgrader autograde` (which restores the
-instructor's test cells and runs the hidden tests) and `nbgrader generate_feedback`,
-then read the scores back from that gradebook.
+For every submission: assemble the notebook to grade from the instructor's source and
+the student's answers (autograder/assemble.py), autograde it with nbgrader in a
+throw-away course directory whose gradebook knows the assignment, the notebook
+executed by autograder/executor.py (the kernel in a sandbox, each test's outcome from
+the guard's signed verdict), and write feedback. Worker processes (autograder/worker.py)
+do this, `jobs` at a time; this process hands out submissions, records results and is
+the only writer of OUT/.
 
 Results go to OUT/:
-  results/STUDENT.json   one per submission, written atomically: a re-run skips a
-                         student whose submission is unchanged (resume after a stop)
+  gradebook.db           the class gradebook (nbgrader's), or the database given by db_url
+  results/STUDENT.json   one per submission, written last and atomically: a re-run skips
+                         a student whose submission is unchanged and whose grade is in
+                         the gradebook (resume after a stop)
   feedback/STUDENT.html  nbgrader's feedback page
   grades.csv             every recorded result, rewritten at the end of each run
 """
@@ -16,17 +20,21 @@ Results go to OUT/:
 import csv
 import json
 import os
+import queue
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from autograder import paths
-from autograder.course_directory import CourseDirectory, NbgraderError
+from autograder import paths, sandbox
+from autograder.course_directory import CourseDirectory
+from autograder.gradebook import COURSE_ID, ClassGradebook
 from autograder.submissions import collect
 
 
@@ -42,27 +50,92 @@ class Result:
     digest: str = ""
     tests: dict = field(default_factory=dict)  # test cell -> [score, max_score]
     seconds: float = 0.0
+    flags: list = field(default_factory=list)  # what the grader noticed: changed cells, refused tricks
+    problems: list = field(default_factory=list)  # what stopped the notebook: time, memory, a dead kernel
 
     def line(self):
         return json.dumps(asdict(self), sort_keys=True)
 
 
-def write_atomically(path, text):
+def write_atomically(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    if isinstance(data, str):
+        data = data.encode()
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(temporary, path)
 
 
+class Worker:
+    """One `python -m autograder.worker` process, restarted when it dies."""
+
+    def __init__(self, log_path):
+        self.log_path = log_path
+        self.process = None
+
+    def _start(self):
+        log = open(self.log_path, "ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen([sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=log, env=env, text=True,
+                                        cwd=paths.REPO_ROOT)
+        log.close()
+
+    def run(self, task, timeout):
+        if self.process is None or self.process.poll() is not None:
+            self._start()
+        answer = {}
+
+        def read():
+            try:
+                self.process.stdin.write(json.dumps(task) + "\n")
+                self.process.stdin.flush()
+                line = self.process.stdout.readline()
+                answer["line"] = line
+            except (OSError, ValueError) as error:
+                answer["error"] = str(error)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive() or not answer.get("line"):
+            self.stop()
+            why = "did not answer in time" if reader.is_alive() else "stopped"
+            return {"student": task["student"], "error": f"the grading worker {why}: {self.log_tail()}"}
+        try:
+            return json.loads(answer["line"])
+        except ValueError:
+            self.stop()
+            return {"student": task["student"], "error": "the grading worker answered garbage"}
+
+    def log_tail(self):
+        try:
+            text = Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(text.strip().splitlines()[-5:])[-1500:]
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
 class Grader:
-    def __init__(self, assignment, out, solutions=paths.SOLUTIONS, cell_timeout=120,
-                 submission_timeout=900):
+    def __init__(self, assignment, out, solutions=paths.SOLUTIONS, cell_timeout=120, submission_timeout=900,
+                 memory=sandbox.Limits.memory, processes=sandbox.Limits.processes, db_url=None, isolate=True):
         self.assignment = assignment
         self.out = Path(out)
         self.solutions = Path(solutions)
         self.expected = [p.name for p in paths.assignment_notebooks(assignment, solutions)]
-        self.cell_timeout = cell_timeout
-        self.submission_timeout = submission_timeout
+        self.isolate = isolate
+        self.settings = {"cell_timeout": float(cell_timeout), "submission_timeout": float(submission_timeout),
+                         "memory": int(memory), "processes": int(processes), "isolate": bool(isolate)}
+        self.worker_timeout = submission_timeout + 600
         self.scratch = Path(tempfile.mkdtemp(prefix="autograde-"))
         # One nbgrader course directory whose gradebook knows the assignment; each
         # submission is graded in a copy of it.
@@ -70,65 +143,74 @@ class Grader:
         self.template.add_source(assignment, self.solutions)
         self.template.generate_assignment(assignment)
         self.max_score = self._max_score(self.template.db_path)
+        self.db_url = db_url or f"sqlite:///{(self.out / 'gradebook.db').resolve()}"
+        self.gradebook = ClassGradebook(self.db_url, assignment, f"sqlite:///{self.template.db_path}")
 
     def _max_score(self, db_path):
-        with Gradebook(f"sqlite:///{db_path}") as gradebook:
+        with Gradebook(f"sqlite:///{db_path}", course_id=COURSE_ID) as gradebook:
             return float(gradebook.find_assignment(self.assignment).max_score)
 
     def close(self):
+        self.gradebook.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- one submission -------------------------------------------------------------
-    def grade_one(self, submission):
-        started = time.monotonic()
-        result = Result(submission.student, self.assignment, 0.0, self.max_score, "error",
-                        submission.error, submission.source, submission.digest())
-        if submission.error:
-            return result
+    def task(self, submission, slot):
+        inputs = self.scratch / "inputs" / submission.student
+        inputs.mkdir(parents=True, exist_ok=True)
+        notebooks = {}
+        for name, data in submission.notebooks.items():
+            (inputs / name).write_bytes(data)
+            notebooks[name] = str(inputs / name)
+        return {"template": str(self.template.root), "work": str(self.scratch / "students" / submission.student),
+                "assignment": self.assignment, "student": submission.student, "notebooks": notebooks,
+                "settings": {**self.settings, "slot": slot}}
+
+    def finish(self, submission, answer, seconds):
+        """Record a worker's answer: gradebook, then feedback, then the result file."""
+        result = Result(submission.student, self.assignment, 0.0, self.max_score, "error", submission.error,
+                        submission.source, submission.digest(), seconds=round(seconds, 2))
         work = self.scratch / "students" / submission.student
         try:
-            shutil.copytree(self.template.root, work)
-            course = CourseDirectory(work, self.cell_timeout)
-            folder = work / "submitted" / submission.student / self.assignment
-            folder.mkdir(parents=True)
-            for name, data in submission.notebooks.items():
-                (folder / name).write_bytes(data)
-            course.autograde_with_feedback(self.assignment, submission.student, timeout=self.submission_timeout)
-            result.score, result.tests = self._scores(course.db_path, submission.student)
-            result.status, result.message = "graded", self._summary(result)
-            self._keep_feedback(work, submission.student)
-        except NbgraderError as error:
-            result.message = f"grading failed: {error}"
-        except OSError as error:
-            result.message = f"grading failed: {error}"
+            if answer is None:
+                pass
+            elif "error" in answer:
+                result.message = f"grading failed: {answer['error']}"
+            else:
+                result.score, result.tests = answer["score"], answer["tests"]
+                result.flags = answer["notes"] + ([f"{answer['rejected_messages']} forged or garbled messages on "
+                                                   "the grader's channel were ignored"]
+                                                  if answer.get("rejected_messages") else [])
+                result.problems = answer["problems"]
+                result.status = "graded"
+                result.message = self._summary(result)
+                if not submission.duplicate:
+                    self.gradebook.merge(submission.student, f"sqlite:///{answer['db']}")
+                    self._keep_feedback(answer["feedback"], submission.student)
+            if not submission.duplicate:
+                if result.status == "error":
+                    self.gradebook.add_student(submission.student)
+                self.record(result)
+        except Exception as error:  # the gradebook or the disk: report, keep going
+            result.status, result.message = "error", f"recording the grade failed: {error}"
         finally:
             shutil.rmtree(work, ignore_errors=True)
-            result.seconds = round(time.monotonic() - started, 2)
+            shutil.rmtree(self.scratch / "inputs" / submission.student, ignore_errors=True)
         return result
-
-    def _scores(self, db_path, student):
-        with Gradebook(f"sqlite:///{db_path}") as gradebook:
-            submission = gradebook.find_submission(self.assignment, student)
-            tests = {}
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    if grade.max_score > 0:
-                        tests[grade.name] = [float(grade.score), float(grade.max_score)]
-            return float(submission.score), tests
 
     def _summary(self, result):
         failed = [name for name, (score, top) in result.tests.items() if score < top]
-        if not failed:
-            return "all tests passed"
-        return "tests that lost points: " + ", ".join(failed)
+        text = "all tests passed" if not failed else "tests that lost points: " + ", ".join(failed)
+        if result.problems:
+            text += ". " + "; ".join(result.problems)
+        if result.flags:
+            text += ". Noticed: " + "; ".join(result.flags[:5]) + (" ..." if len(result.flags) > 5 else "")
+        return text
 
-    def _keep_feedback(self, work, student):
-        pages = sorted((work / "feedback" / student / self.assignment).glob("*.html"))
-        for page in pages:
+    def _keep_feedback(self, pages, student):
+        for page in map(Path, pages):
             name = f"{student}.html" if len(pages) == 1 else f"{student}-{page.stem}.html"
-            target = self.out / "feedback" / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(page, target)
+            write_atomically(self.out / "feedback" / name, page.read_bytes())
 
     # -- a batch --------------------------------------------------------------------
     def previous(self, submission):
@@ -136,11 +218,14 @@ class Grader:
         path = self.out / "results" / f"{submission.student}.json"
         try:
             recorded = json.loads(path.read_text())
-        except (OSError, ValueError):
+            earlier = Result(**recorded)
+        except (OSError, ValueError, TypeError):
             return None
-        if recorded.get("digest") == submission.digest() and recorded.get("assignment") == self.assignment:
-            return Result(**recorded)
-        return None
+        if earlier.digest != submission.digest() or earlier.assignment != self.assignment:
+            return None
+        if earlier.status == "graded" and self.gradebook.recorded_score(submission.student) != earlier.score:
+            return None  # the gradebook lost it (or never got it): grade again
+        return earlier
 
     def record(self, result):
         write_atomically(self.out / "results" / f"{result.student}.json", result.line() + "\n")
@@ -161,11 +246,16 @@ class Grader:
         os.replace(temporary, self.out / "grades.csv")
 
 
-def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=print, **options):
+def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=print, warn=None, **options):
     """Grade every submission in `sources`; emit one JSON line each; return the results."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    # nbgrader runs `alembic` by name when it creates a gradebook: this Python's bin/ first.
+    bin_dir = os.path.dirname(sys.executable)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     grader = Grader(assignment, out, **options)
+    workers = []
     try:
         submissions = collect(sources, assignment, grader.expected)
         results, pending = [], []
@@ -174,28 +264,57 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
             if earlier is not None:
                 results.append(earlier)
                 emit(earlier.line())
-            else:
-                pending.append(submission)
-        jobs = max(1, jobs or os.cpu_count() or 1)
-        bar = _progress(len(pending), progress)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(grader.grade_one, s): s for s in pending}
-            for future in as_completed(futures):
-                result = future.result()
-                if not futures[future].duplicate:
-                    grader.record(result)
+            elif submission.error:
+                result = grader.finish(submission, None, 0.0)
                 results.append(result)
                 emit(result.line())
-                bar.update(1)
+            else:
+                pending.append(submission)
+        jobs = max(1, min(jobs or os.cpu_count() or 1, len(pending) or 1))
+        bar = _progress(len(pending), progress)
+        todo, done = queue.Queue(), queue.Queue()
+        for submission in pending:
+            todo.put(submission)
+        logs = grader.scratch / "logs"
+        logs.mkdir()
+
+        def serve(slot):
+            worker = Worker(logs / f"worker-{slot}.log")
+            workers.append(worker)
+            try:
+                while True:
+                    try:
+                        submission = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    started = time.monotonic()
+                    answer = worker.run(grader.task(submission, slot), grader.worker_timeout)
+                    done.put((submission, answer, time.monotonic() - started))
+            finally:
+                worker.stop()
+
+        threads = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(jobs)]
+        for thread in threads:
+            thread.start()
+        for _ in range(len(pending)):
+            submission, answer, seconds = done.get()
+            result = grader.finish(submission, answer, seconds)
+            results.append(result)
+            emit(result.line())
+            bar.update(1)
+        for thread in threads:
+            thread.join()
         bar.close()
         grader.write_grades()
         return results
     finally:
+        for worker in workers:
+            worker.stop()
         grader.close()
+        sandbox.remove_stale_cgroups()
 
 
 def _progress(total, enabled):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="grading", unit="submission", disable=not enabled or total == 0,
-                file=__import__("sys").stderr)
+    return tqdm(total=total, desc="grading", unit="submission", disable=not enabled or total == 0, file=sys.stderr)

@@ -588,6 +588,9 @@ def _install(config_fd, verdict_fd, user_ns):
                 continue
             if type(value) is ModuleType and id(current) in proxies:  # the test imported it again
                 continue
+            if type(current) is FunctionType and current.__globals__ is ns and \
+                    current.__code__ in run["nested_codes"]:  # the cell defined it again
+                continue
             return f"the test's name {name!r} was replaced"
         if not same(run["builtins"], run["builtins_copy"]):
             return "the test's builtins were modified"
@@ -595,6 +598,15 @@ def _install(config_fd, verdict_fd, user_ns):
             if not same(module_dict(proxy), run["proxy_copies"][name]):
                 return f"the test's copy of {name} was modified"
         return ""
+
+    def nested_codes(code):
+        found, pending = set(), [code]
+        while pending:
+            current = pending.pop()
+            if current not in found:
+                found.add(current)
+                pending += [c for c in current.co_consts if type(c) is CodeType]
+        return found
 
     def run_cell(args):
         if get_ident() != main_thread or state["run"] is not None or len(args) != 2:
@@ -649,6 +661,7 @@ def _install(config_fd, verdict_fd, user_ns):
                "builtins_copy": dict(private_builtins), "proxies": table,
                "proxy_copies": {n: dict(module_dict(p)) for n, (p, m) in table.items()},
                "proxy_ids": frozenset(id(p) for p, m in table.values()),
+               "nested_codes": nested_codes(code),
                "thread": None, "verdict": None, "done": allocate_lock(), "started": allocate_lock(),
                "lines": lines}
         run["done"].acquire()
@@ -746,7 +759,7 @@ def _install(config_fd, verdict_fd, user_ns):
                  refuse, same, student_made, replaced, class_changes,
                  restore_libraries,
                  libraries_changed, make_proxies, make_importer, rebind, for_cell, for_student, intact,
-                 run_cell, execute, verdict, describe, wrap, protected)
+                 run_cell, execute, verdict, describe, wrap, protected, nested_codes)
     pending_codes = [f.__code__ for f in functions] + [_install.__code__]
     while pending_codes:
         code = pending_codes.pop()

@@ -511,3 +511,21 @@ def _bounded_communicate(process, timeout, cap):
     for thread in threads:
         thread.join(timeout=5)
     return (chunks["out"].decode("utf-8", "replace"), chunks["err"].decode("utf-8", "replace"))
+
+
+def remove_stale_cgroups():
+    """Remove empty cgroups that sandboxes of this grader left behind (a killed worker)."""
+    parents = [_own_cgroup_v1("memory"), _own_cgroup_v1("pids"), _own_cgroup_v2()]
+    for parent in parents:
+        if parent is None or not parent.is_dir():
+            continue
+        try:
+            children = list(parent.glob("autograder-*"))
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if not (child / "cgroup.procs").read_text().strip():
+                    child.rmdir()
+            except OSError:
+                pass

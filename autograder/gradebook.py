@@ -1,0 +1,118 @@
+"""The class gradebook: a real nbgrader gradebook with every graded student's scores.
+
+Each submission is graded in a throw-away course directory with a SQLite gradebook of
+its own (so that parallel jobs share nothing). When a submission is graded, the parent
+process copies that student's submission, every grade and comment, into the class
+gradebook in one transaction that also removes the student's earlier submission: the
+class gradebook holds either the old grade or the new one, never half of one.
+
+The class gradebook is SQLite by default (OUT/gradebook.db) or any database nbgrader
+supports, given as a URL (`--db postgresql://user@host/db`). nbgrader's own tools
+(`nbgrader export`, formgrader) read it like any other.
+"""
+
+from datetime import datetime, timezone
+
+from nbgrader.api import (Assignment, Comment, Grade, Gradebook, MissingEntry, Student, SubmittedAssignment,
+                          SubmittedNotebook)
+
+COURSE_ID = "attention-course"
+
+
+class ClassGradebook:
+    def __init__(self, url, assignment, template_url):
+        self.url = url
+        self.assignment = assignment
+        self.gradebook = Gradebook(url, course_id=COURSE_ID)
+        self._copy_structure(template_url)
+
+    def close(self):
+        self.gradebook.close()
+
+    def _copy_structure(self, template_url):
+        """Make the assignment, its notebooks and cells exist as in the template gradebook."""
+        gb = self.gradebook
+        with Gradebook(template_url, course_id=COURSE_ID) as template:
+            source = template.find_assignment(self.assignment)
+            gb.update_or_create_assignment(self.assignment, duedate=source.duedate)
+            for notebook in source.notebooks:
+                gb.update_or_create_notebook(notebook.name, self.assignment)
+                for cell in notebook.grade_cells:
+                    gb.update_or_create_grade_cell(cell.name, notebook.name, self.assignment,
+                                                   max_score=cell.max_score, cell_type=cell.cell_type)
+                for cell in notebook.solution_cells:
+                    gb.update_or_create_solution_cell(cell.name, notebook.name, self.assignment)
+                for cell in notebook.task_cells:
+                    gb.update_or_create_task_cell(cell.name, notebook.name, self.assignment,
+                                                  max_score=cell.max_score, cell_type=cell.cell_type)
+                for cell in notebook.source_cells:
+                    gb.update_or_create_source_cell(cell.name, notebook.name, self.assignment,
+                                                    cell_type=cell.cell_type, locked=cell.locked,
+                                                    source=cell.source, checksum=cell.checksum)
+
+    def add_student(self, student):
+        try:
+            self.gradebook.update_or_create_student(student)
+        except Exception:
+            self.gradebook.db.rollback()
+            raise
+
+    def recorded_score(self, student):
+        """The student's total in the class gradebook, or None if not graded there."""
+        try:
+            submission = self.gradebook.find_submission(self.assignment, student)
+        except MissingEntry:
+            return None
+        finally:
+            self.gradebook.db.commit()  # end the read transaction
+        return float(submission.score)
+
+    def merge(self, student, job_url):
+        """Replace the student's submission with the one graded in the job's gradebook."""
+        grades, comments, timestamp = {}, {}, None
+        with Gradebook(job_url, course_id=COURSE_ID) as job:
+            submitted = job.find_submission(self.assignment, student)
+            timestamp = submitted.timestamp
+            for notebook in submitted.notebooks:
+                for grade in notebook.grades:
+                    grades[(notebook.name, grade.name)] = (grade.auto_score, grade.manual_score,
+                                                           grade.extra_credit, grade.needs_manual_grade)
+                for comment in notebook.comments:
+                    comments[(notebook.name, comment.name)] = (comment.auto_comment, comment.manual_comment)
+        session = self.gradebook.db
+        try:
+            with session.no_autoflush:
+                self._replace(session, student, grades, comments, timestamp)
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise
+
+    def _replace(self, session, student, grades, comments, timestamp):
+        assignment = session.query(Assignment).filter(Assignment.name == self.assignment).one()
+        person = session.get(Student, student)
+        if person is None:
+            person = Student(id=student)
+            session.add(person)
+        earlier = session.query(SubmittedAssignment).filter(
+            SubmittedAssignment.assignment == assignment, SubmittedAssignment.student == person).one_or_none()
+        if earlier is not None:
+            for notebook in earlier.notebooks:
+                for row in list(notebook.grades) + list(notebook.comments):
+                    session.delete(row)
+                session.delete(notebook)
+            session.delete(earlier)
+            session.flush()
+        submission = SubmittedAssignment(assignment=assignment, student=person,
+                                         timestamp=timestamp or datetime.now(timezone.utc))
+        session.add(submission)
+        for notebook in assignment.notebooks:
+            copy = SubmittedNotebook(notebook=notebook, assignment=submission)
+            session.add(copy)
+            for cell in list(notebook.grade_cells) + list(notebook.task_cells):
+                auto, manual, extra, needs = grades.get((notebook.name, cell.name), (None, None, None, True))
+                session.add(Grade(cell_id=cell.id, notebook=copy, auto_score=auto, manual_score=manual,
+                                  extra_credit=extra, needs_manual_grade=needs))
+            for cell in list(notebook.solution_cells) + list(notebook.task_cells):
+                auto, manual = comments.get((notebook.name, cell.name), (None, None))
+                session.add(Comment(cell_id=cell.id, notebook=copy, auto_comment=auto, manual_comment=manual))

@@ -1,0 +1,46 @@
+"""nbgrader's autograde, with the notebook executed by autograder/executor.py.
+
+nbgrader's own Execute preprocessor runs a kernel with the grader's rights and trusts
+what the kernel reports. `SandboxedExecute` takes its place in `Autograde`'s
+preprocessors (see course_directory.py): the kernel runs in the sandbox, and each test
+cell's outcome is the guard's signed verdict. Everything else (restoring the
+instructor's cells, checksums, saving grades, feedback) stays nbgrader's.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool, Float, Integer, Unicode
+
+from autograder import executor, sandbox
+
+
+class SandboxedExecute(NbGraderPreprocessor):
+    isolate = Bool(True, help="run the kernel in the sandbox").tag(config=True)
+    cell_timeout = Float(120.0).tag(config=True)
+    submission_timeout = Float(900.0).tag(config=True)
+    memory = Integer(sandbox.Limits.memory).tag(config=True)
+    processes = Integer(sandbox.Limits.processes).tag(config=True)
+    slot = Integer(0).tag(config=True)
+    report_dir = Unicode("").tag(config=True)
+    home_dir = Unicode("", help="files the student's kernel finds in its home folder").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        isolation = sandbox.probe(allow_unsandboxed=True) if self.isolate else sandbox.Isolation(False)
+        if self.isolate and not isolation.sandboxed:
+            raise sandbox.SandboxUnavailable(isolation.reason)
+        limits = sandbox.Limits(memory=self.memory, processes=self.processes)
+        settings = executor.Settings(cell_timeout=self.cell_timeout, submission_timeout=self.submission_timeout,
+                                     limits=limits)
+        home = {}
+        if self.home_dir and os.path.isdir(self.home_dir):
+            home = {p.name: p.read_bytes() for p in sorted(Path(self.home_dir).iterdir()) if p.is_file()}
+        name = resources.get("unique_key", "notebook")
+        report = executor.execute_notebook(nb, isolation, settings, slot=self.slot, home_files=home,
+                                           name=str(name)[:40])
+        if self.report_dir:
+            Path(self.report_dir).mkdir(parents=True, exist_ok=True)
+            (Path(self.report_dir) / f"{name}.json").write_text(json.dumps(report.__dict__))
+        return nb, resources

@@ -1,0 +1,115 @@
+"""A grading worker: one process that grades submissions one after another.
+
+    python -m autograder.worker        (driven by autograder/grade.py)
+
+The parent sends one task per line on stdin (JSON) and reads one result per line on
+stdout. A worker imports nbgrader once and keeps it, which saves seconds per
+submission over one process per submission. The worker is the grader's own code: it
+runs no student code itself (the kernel does, in the sandbox), and nothing the kernel
+prints reaches its stdout.
+
+A task: {"template": course directory whose gradebook knows the assignment,
+         "work": a folder to grade in (created here), "assignment", "student",
+         "notebooks": {name: path of the submitted notebook}, "settings": {...}}
+A result: {"student", "score", "max_score", "tests": {cell: [score, max]},
+           "verdicts", "notes", "problems", "feedback": [html paths], "db": gradebook path}
+           or {"student", "error": message}
+"""
+
+import json
+import os
+import shutil
+import sys
+import traceback
+from pathlib import Path
+
+import nbformat
+
+
+def grade(task):
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory as NbCourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.assemble import assemble
+    from autograder.course_directory import CourseDirectory
+
+    assignment, student = task["assignment"], task["student"]
+    work = Path(task["work"])
+    shutil.copytree(task["template"], work)
+    course = CourseDirectory(work, task["settings"].get("cell_timeout", 120))
+    home = work / "home"
+    home.mkdir()
+    course.configure_grading(report_dir=str(work / "reports"), home_dir=str(home), **task["settings"])
+    folder = work / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    notes = []
+    for name, path in task["notebooks"].items():
+        data = Path(path).read_bytes()
+        (home / name).write_bytes(data)  # the student's own notebook, as submitted
+        source = nbformat.read(work / "source" / assignment / name, as_version=4)
+        submitted = nbformat.reads(data.decode("utf-8"), as_version=4)
+        notebook, cell_notes = assemble(source, submitted)
+        notes += [f"{name}: {n}" if len(task["notebooks"]) > 1 else n for n in cell_notes]
+        nbformat.write(notebook, folder / name)
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(work)).load_config()
+    api = NbGraderAPI(coursedir=NbCourseDirectory(config=config), config=config)
+    for step in (api.autograde, api.generate_feedback):
+        outcome = step(assignment, student, force=True)
+        if not outcome["success"]:
+            log = (outcome.get("log") or "") + "\n" + (outcome.get("error") or "")
+            raise RuntimeError(f"nbgrader {step.__name__} failed:\n" + "\n".join(log.strip().splitlines()[-25:]))
+
+    reports = {}
+    for path in sorted((work / "reports").glob("*.json")):
+        reports[path.stem] = json.loads(path.read_text())
+    with Gradebook(f"sqlite:///{course.db_path}", course_id="attention-course") as gradebook:
+        submission = gradebook.find_submission(assignment, student)
+        tests = {}
+        for notebook in submission.notebooks:
+            for grade_row in notebook.grades:
+                if grade_row.max_score > 0:
+                    tests[grade_row.name] = [float(grade_row.score), float(grade_row.max_score)]
+        score, max_score = float(submission.score), float(submission.max_score)
+    # The guard's verdicts decide: a test it did not see pass scores nothing, whatever
+    # the notebook's outputs led nbgrader to think.
+    verdicts = {}
+    for report in reports.values():
+        verdicts.update(report["verdicts"])
+    for name, (got, top) in tests.items():
+        if got > 0 and verdicts.get(name) != "passed":
+            raise RuntimeError(f"internal inconsistency: nbgrader scored {name} but the guard did not see it pass")
+    feedback = sorted(str(p) for p in (work / "feedback" / student / assignment).glob("*.html"))
+    return {
+        "student": student, "score": score, "max_score": max_score, "tests": tests, "verdicts": verdicts,
+        "notes": notes + [n for r in reports.values() for n in r["notes"]],
+        "problems": [p for r in reports.values() for p in r["problems"]],
+        "usage": {k: v for r in reports.values() for k, v in r["usage"].items()},
+        "rejected_messages": sum(r["rejected_messages"] for r in reports.values()),
+        "feedback": feedback, "db": str(course.db_path),
+    }
+
+
+def main():
+    # The protocol owns the real stdout; anything else printed goes to stderr.
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        task = json.loads(line)
+        try:
+            result = grade(task)
+        except Exception as error:  # reported for this submission; the worker goes on
+            detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+            sys.stderr.write(traceback.format_exc())
+            result = {"student": task.get("student"), "error": detail[-3000:]}
+        protocol.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

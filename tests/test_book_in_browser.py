@@ -17,6 +17,9 @@ the course repository, and no solution is anywhere in the build.
 A full-page screenshot of the landing page and of each chapter's first page is saved in
 `_build/screenshots/` (or `$BOOK_SCREENSHOTS`), for a person to look at.
 
+Under pytest-xdist the browser tests run on one worker (`xdist_group("browser")`),
+which starts one server and one Chromium for all of them.
+
 The browser tests skip, with the reason, where playwright, Chromium (`/usr/bin/chromium`,
 or `$CHROMIUM`) or the built book is missing.
 """
@@ -45,6 +48,10 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-quic",
+    # Every request to another host goes to a proxy that is not there, and fails: only
+    # the loopback server (which Chromium never proxies) can answer. Such requests are
+    # also recorded, and reported, by the test.
+    "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
 ]
 # Markers of nbgrader source notebooks: reference solutions and hidden tests.
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
@@ -257,24 +264,26 @@ class Visit:
     """One page opened in the browser, with everything that went wrong while it loaded."""
 
     def __init__(self, context, origin, path):
-        self.origin, self.problems, self.blocked = origin, [], []
+        self.origin, self.problems, self.blocked, self.pending = origin, [], [], set()
         self.page = page = context.new_page()
-        page.route("**/*", self.only_loopback)
+        page.on("request", self.request)
+        page.on("requestfinished", self.finished)
         page.on("requestfailed", self.failed)
         page.on("response", self.response)
         page.on("console", self.console)
         page.on("pageerror", lambda error: self.problems.append(f"uncaught error: {error}"))
         page.goto(f"{origin}/{path}", wait_until="load")
 
-    def only_loopback(self, route):
-        url = route.request.url
-        if url.startswith((self.origin + "/", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            self.blocked.append(url)
-            route.abort("blockedbyclient")
+    def request(self, request):
+        self.pending.add(request)
+        if not request.url.startswith((self.origin + "/", "data:", "blob:", "about:")):
+            self.blocked.append(request.url)
+
+    def finished(self, request):
+        self.pending.discard(request)
 
     def failed(self, request):
+        self.pending.discard(request)
         if request.url not in self.blocked:
             self.problems.append(f"request failed: {request.url} ({request.failure})")
 
@@ -287,14 +296,21 @@ class Visit:
             self.problems.append(f"console error: {message.text} at {message.location}")
 
     def settle(self):
-        """Wait until MathJax has typeset the page, its fonts are in, and the network is idle."""
+        """Wait until MathJax has typeset the page, its fonts are in, and every request
+        of the page has finished (or failed)."""
         self.page.evaluate("""async () => {
             if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
                 await MathJax.startup.promise;
             }
             await document.fonts.ready;
         }""")
-        self.page.wait_for_load_state("networkidle")
+        # Not Playwright's "networkidle", which Chromium sometimes never signals on a page
+        # whose requests have all finished. Events arrive while Playwright waits.
+        for _ in range(600):
+            if not self.pending:
+                break
+            self.page.wait_for_timeout(50)
+        self.problems += [f"request never finished: {r.url}" for r in self.pending]
 
 
 @pytest.fixture

@@ -215,6 +215,7 @@ class Kernel:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
             sock.setsockopt(zmq.RCVHWM, 64)
+            sock.setsockopt(zmq.SNDTIMEO, 2000)  # a kernel that stops reading must not block us
             if kind == zmq.SUB:
                 sock.setsockopt(zmq.SUBSCRIBE, b"")
             sock.connect(f"ipc://{prefix}-{port}")
@@ -246,7 +247,10 @@ class Kernel:
 
     def send(self, channel, msg_type, content):
         message = self.session.msg(msg_type, content)
-        self.session.send(self.sockets[channel], message)
+        try:
+            self.session.send(self.sockets[channel], message)
+        except zmq.ZMQError as error:
+            raise KernelDied(f"the kernel stopped taking messages ({error})") from None
         return message["header"]["msg_id"]
 
     def receive(self, timeout):

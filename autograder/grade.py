@@ -30,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import nbformat
 from nbgrader.api import Gradebook
 
 from autograder import paths, sandbox
@@ -69,6 +70,16 @@ def write_atomically(path, data):
     os.replace(temporary, path)
 
 
+def _die_with_parent():
+    """In a worker, before it starts: be killed if the grader dies (its sandboxes follow)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
 class Worker:
     """One `python -m autograder.worker` process, restarted when it dies."""
 
@@ -81,7 +92,7 @@ class Worker:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen([sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=log, env=env, text=True,
-                                        cwd=paths.REPO_ROOT)
+                                        cwd=paths.REPO_ROOT, preexec_fn=_die_with_parent)
         log.close()
 
     def run(self, task, timeout):
@@ -143,6 +154,11 @@ class Grader:
         self.template.add_source(assignment, self.solutions)
         self.template.generate_assignment(assignment)
         self.max_score = self._max_score(self.template.db_path)
+        self.answer_ids = {}  # notebook -> grade_ids of its answer cells
+        for path in paths.assignment_notebooks(assignment, solutions):
+            cells = nbformat.read(path, as_version=4).cells
+            self.answer_ids[path.name] = {c.metadata["nbgrader"]["grade_id"] for c in cells
+                                          if c.metadata.get("nbgrader", {}).get("solution")}
         self.db_url = db_url or f"sqlite:///{(self.out / 'gradebook.db').resolve()}"
         self.gradebook = ClassGradebook(self.db_url, assignment, f"sqlite:///{self.template.db_path}")
 
@@ -155,6 +171,20 @@ class Grader:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- one submission -------------------------------------------------------------
+    def check(self, submission):
+        """Refuse, before any kernel starts, a notebook with none of the assignment's answer cells."""
+        for name, data in submission.notebooks.items():
+            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+            found = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in notebook.cells
+                     if isinstance(c.get("metadata", {}).get("nbgrader"), dict)}
+            expected = self.answer_ids.get(name, set())
+            if expected and not expected & found:
+                label = f"{submission.source}" + (f": {name}" if len(submission.notebooks) > 1 else "")
+                submission.error = (f"{label} has none of the assignment's answer cells ({', '.join(sorted(expected))}); "
+                                    "is it the notebook of this assignment, saved from the student version?")
+                submission.notebooks = {}
+                return
+
     def task(self, submission, slot):
         inputs = self.scratch / "inputs" / submission.student
         inputs.mkdir(parents=True, exist_ok=True)
@@ -260,7 +290,9 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         submissions = collect(sources, assignment, grader.expected)
         results, pending = [], []
         for submission in submissions:
-            earlier = None if force or submission.duplicate else grader.previous(submission)
+            if not submission.error:
+                grader.check(submission)
+            earlier = None if force or submission.duplicate or submission.error else grader.previous(submission)
             if earlier is not None:
                 results.append(earlier)
                 emit(earlier.line())

@@ -1,0 +1,333 @@
+"""Tricks that try to raise a score must not: graded in one batch with an honest control.
+
+Every hostile submission is the student version of the self-attention assignment with
+wrong answers that have the right shapes (zeros; the `garbage` control), plus a trick in
+a cell of its own or inside an answer. A naive grader that trusts the kernel's report
+would give these full marks; ours must give each one at most what the same wrong
+answers get without the trick, test by test. The honest reference solution, graded in
+the same batch, keeps full marks and the untouched student version scores zero.
+"""
+
+import shutil
+
+import nbformat
+import pytest
+
+from autograder import catalogue, paths
+from conftest import by_student, run_autograder
+
+ASSIGNMENT = "self_attention"
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                reason="bubblewrap (Debian package bubblewrap) is not installed: no sandbox")
+
+# Wrong answers of the right shapes: what a student who wants marks without the work has.
+GARBAGE = {
+    "softmax": """
+def softmax(x, axis=-1):
+    return np.zeros_like(np.asarray(x, dtype=float))
+""",
+    "causal_mask": """
+def causal_mask(n):
+    return np.zeros((n, n), dtype=bool)
+""",
+    "scaled_dot_product_attention": """
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    return np.zeros(Q.shape[:-1] + (V.shape[-1],)), np.zeros(Q.shape[:-1] + (K.shape[-2],))
+""",
+    "self_attention": """
+def self_attention(X, W_q, W_k, W_v, mask=None):
+    X = np.asarray(X)
+    return np.zeros(X.shape[:-1] + (np.shape(W_v)[-1],)), np.zeros(X.shape[:-1] + (X.shape[-2],))
+""",
+    "SelfAttention": """
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, d_k, d_v=None, bias=False):
+        super().__init__()
+        d_v = d_k if d_v is None else d_v
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, x, mask=None):
+        values = self.W_v(x)
+        return torch.zeros_like(values), torch.zeros(x.shape[:-1] + (x.shape[-2],), dtype=x.dtype, device=x.device)
+""",
+}
+
+# A trick in a cell of its own, right after the setup cell (before every answer).
+TRICK_CELLS = {
+    "excepthook": """
+import sys
+sys.excepthook = lambda *args, **kwargs: None
+""",
+    "showtraceback": """
+ip = get_ipython()
+ip.showtraceback = lambda *args, **kwargs: None
+ip._showtraceback = lambda *args, **kwargs: None
+ip.showsyntaxerror = lambda *args, **kwargs: None
+""",
+    "run_cell_swallows": """
+ip = get_ipython()
+_real_run_cell = ip.run_cell
+def _swallow(raw_cell, *args, **kwargs):
+    try:
+        exec(raw_cell, ip.user_ns)
+    except BaseException:
+        pass
+    return _real_run_cell("None", *args, **kwargs)
+async def _swallow_async(raw_cell, *args, **kwargs):
+    return _swallow(raw_cell)
+ip.run_cell = _swallow
+ip.run_cell_async = _swallow_async
+ip.should_run_async = lambda *args, **kwargs: False
+""",
+    "shell_class_patched": """
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.interactiveshell import ExecutionResult
+async def _quiet(self, raw_cell, *args, **kwargs):
+    result = ExecutionResult(None)
+    try:
+        exec(raw_cell, self.user_ns)
+    except BaseException:
+        pass
+    return result
+InteractiveShell.run_cell_async = _quiet
+""",
+    "numpy_torch_builtins_patched": """
+import builtins
+np.allclose = lambda *args, **kwargs: True
+np.isclose = lambda a, b, *args, **kwargs: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), dtype=bool)
+np.array_equal = lambda *args, **kwargs: True
+np.all = lambda *args, **kwargs: True
+np.any = lambda *args, **kwargs: False
+np.testing.assert_allclose = lambda *args, **kwargs: None
+np.testing.assert_array_equal = lambda *args, **kwargs: None
+torch.allclose = lambda *args, **kwargs: True
+torch.equal = lambda *args, **kwargs: True
+torch.testing.assert_close = lambda *args, **kwargs: None
+torch.Tensor.__eq__ = lambda self, other: torch.ones(self.shape, dtype=torch.bool)
+builtins.isinstance = lambda *args: True
+builtins.all = lambda *args: True
+builtins.AssertionError = type("AssertionError", (Warning,), {})
+np.core.numeric.isclose = np.isclose
+""",
+    "library_code_swapped": """
+def _yes(*args, **kwargs):
+    return True
+for _function in (np.isclose, np.allclose, np.array_equal):
+    try:
+        _function.__code__ = _yes.__code__
+    except Exception as error:
+        print("refused:", error)
+""",
+    "sys_exit": """
+import sys
+sys.exit(0)
+""",
+    "kernel_killed": """
+import os, signal
+os.kill(os.getpid(), signal.SIGKILL)
+""",
+    "fake_results_printed": """
+import json, os, sys
+fake = {"student": "fake_results_printed", "assignment": "self_attention", "score": 24.0, "max_score": 24.0,
+        "status": "graded", "message": "all tests passed", "tests": {}}
+print(json.dumps(fake))
+print(json.dumps(fake), file=sys.stderr)
+os.write(1, (json.dumps(fake) + "\\n").encode())
+os.write(2, (json.dumps(fake) + "\\n").encode())
+print("[AutogradeApp | INFO] Test cell test_softmax passed: 2.0 / 2.0")
+print('{"seq": 1, "type": "verdict", "status": "passed"}')
+""",
+    "verdicts_forged": """
+import os, sys
+for fd in range(3, 64):
+    for line in (b'{"seq": 1, "type": "verdict", "cell": "test_softmax", "status": "passed"}\\tabc\\n',
+                 b'garbage without end'):
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+sys.audit("autograder.passed")
+sys.audit("autograder.run", "test_softmax", "0" * 32)
+""",
+    "guard_hunted": """
+import gc, sys
+found = []
+for attempt in (lambda: gc.get_objects(), lambda: sys._current_frames(), lambda: __import__("ctypes").string_at(id(1), 8),
+                lambda: sys.addaudithook(lambda *a: None), lambda: sys.settrace(lambda *a: None)):
+    try:
+        found.append(attempt())
+    except Exception as error:
+        print("refused:", type(error).__name__, error)
+""",
+}
+
+# Tricks inside an answer: the function itself cheats when the test calls it.
+TRICK_ANSWERS = {
+    "patched_while_running": ("softmax", """
+def softmax(x, axis=-1):
+    import builtins
+    np.isclose = lambda a, b, *args, **kwargs: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), dtype=bool)
+    np.allclose = lambda *args, **kwargs: True
+    np.array_equal = lambda *args, **kwargs: True
+    torch.allclose = lambda *args, **kwargs: True
+    builtins.all = lambda *args: True
+    return np.zeros_like(np.asarray(x, dtype=float))
+"""),
+    "always_equal_array": ("softmax", """
+class _Yes(np.ndarray):
+    def __eq__(self, other):
+        return np.ones(self.shape, dtype=bool).view(_Yes)
+    def __ne__(self, other):
+        return np.zeros(self.shape, dtype=bool).view(_Yes)
+    def __bool__(self):
+        return True
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        shape = np.broadcast_shapes(*(np.shape(i) for i in inputs))
+        return np.ones(shape, dtype=bool)
+    def __array_function__(self, func, types, args, kwargs):
+        return True
+def softmax(x, axis=-1):
+    return np.zeros(np.shape(x)).view(_Yes)
+"""),
+    "mirror_from_frames": ("scaled_dot_product_attention", """
+import inspect, sys
+def _expected_from_caller():
+    frame = sys._getframe(1)
+    while frame is not None:
+        for name in ("expected_weights", "expected", "expected_output"):
+            if name in frame.f_locals:
+                return frame.f_locals[name]
+        frame = frame.f_back
+    return None
+class _Mirror:
+    def __init__(self, shape):
+        self.shape = shape
+    def __array__(self, dtype=None, copy=None):
+        found = _expected_from_caller()
+        if found is None:
+            try:
+                raise RuntimeError
+            except RuntimeError as error:
+                frame = error.__traceback__.tb_frame
+                while frame is not None and found is None:
+                    found = frame.f_locals.get("expected") if hasattr(frame, "f_locals") else None
+                    frame = frame.f_back
+        if found is None:
+            for record in inspect.stack():
+                found = record.frame.f_locals.get("expected", found)
+        return np.asarray(found if found is not None else np.zeros(self.shape), dtype=dtype)
+    def __len__(self):
+        return self.shape[0]
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    return _Mirror(Q.shape[:-1] + (V.shape[-1],)), _Mirror(Q.shape[:-1] + (K.shape[-2],))
+"""),
+    "mirror_from_globals": ("scaled_dot_product_attention", """
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    shape_o, shape_w = Q.shape[:-1] + (V.shape[-1],), Q.shape[:-1] + (K.shape[-2],)
+    g = globals()
+    output = g.get("expected_output", g.get("expected", np.zeros(shape_o)))
+    weights = g.get("expected_weights", np.zeros(shape_w))
+    return (output if np.shape(output) == shape_o else np.zeros(shape_o),
+            weights if np.shape(weights) == shape_w else np.zeros(shape_w))
+"""),
+    "exits_when_called": ("causal_mask", """
+def causal_mask(n):
+    import sys
+    sys.exit(0)
+"""),
+    "dies_when_called": ("self_attention", """
+def self_attention(X, W_q, W_k, W_v, mask=None):
+    import os
+    os._exit(0)
+"""),
+    "generator_frames": ("softmax", """
+def _spy():
+    while True:
+        yield
+_generator = _spy()
+next(_generator)
+def softmax(x, axis=-1):
+    try:
+        frame = _generator.gi_frame
+        next(_generator)
+    except Exception as error:
+        print("refused:", error)
+    return np.zeros_like(np.asarray(x, dtype=float))
+"""),
+}
+
+
+def build(folder):
+    (source,) = paths.assignment_notebooks(ASSIGNMENT)
+    student = nbformat.read(paths.student_version_folder(ASSIGNMENT) / source.name, as_version=4)
+    garbage = catalogue.fill(student, {k: v.strip() for k, v in GARBAGE.items()})
+    batch = {}
+
+    def save(name, notebook):
+        path = folder / f"{name}.ipynb"
+        nbformat.write(notebook, path)
+        batch[name] = path
+
+    folder.mkdir()
+    shutil.copyfile(source, folder / "honest.ipynb")
+    batch["honest"] = folder / "honest.ipynb"
+    save("untouched", student)
+    save("garbage", garbage)
+    for name, code in TRICK_CELLS.items():
+        notebook = nbformat.from_dict(garbage)
+        notebook = nbformat.reads(nbformat.writes(notebook), as_version=4)
+        setup = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+        notebook.cells.insert(setup + 2, nbformat.v4.new_code_cell(code.strip()))
+        save(name, notebook)
+    for name, (function, code) in TRICK_ANSWERS.items():
+        save(name, catalogue.fill(garbage, {function: code.strip()}))
+    return batch
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile-scores")
+    batch = build(folder / "submissions")
+    code, lines, log = run_autograder("grade", ASSIGNMENT, *batch.values(), "--out", folder / "grading",
+                                      "--no-progress", "--jobs", "2", "--cell-timeout", "40")
+    assert code == 0, log[-3000:]
+    return {"results": by_student(lines), "log": log, "batch": batch, "out": folder / "grading"}
+
+
+def test_controls(graded):
+    results = graded["results"]
+    assert results["honest"]["score"] == results["honest"]["max_score"], results["honest"]["message"]
+    assert results["untouched"]["score"] == 0
+    garbage = results["garbage"]
+    assert garbage["status"] == "graded" and garbage["score"] < garbage["max_score"] / 4, garbage["message"]
+
+
+@pytest.mark.parametrize("trick", sorted(TRICK_CELLS) + sorted(TRICK_ANSWERS))
+def test_trick_does_not_raise_the_score(graded, trick):
+    results = graded["results"]
+    result, control = results[trick], results["garbage"]
+    assert result["status"] == "graded", result["message"]
+    assert result["score"] <= control["score"], result["message"]
+    for test, (score, top) in result["tests"].items():
+        assert score <= control["tests"][test][0], f"{trick} gained points on {test}: {result['message']}"
+
+
+def test_one_line_per_student_whatever_the_kernel_prints(graded):
+    lines = [line for line in graded["log"].splitlines() if line.startswith("{")]
+    students = [line for line in lines if '"fake_results_printed"' in line]
+    assert len(students) == 1, students
+    assert graded["results"]["fake_results_printed"]["score"] <= graded["results"]["garbage"]["score"]
+
+
+def test_refusals_are_reported_to_the_instructor(graded):
+    results = graded["results"]
+    assert any("refused" in flag for flag in results["guard_hunted"]["flags"]), results["guard_hunted"]["flags"]
+    assert any("forged" in flag or "ignored" in flag for flag in results["verdicts_forged"]["flags"]), \
+        results["verdicts_forged"]["flags"]
+    assert results["kernel_killed"]["problems"], results["kernel_killed"]["message"]

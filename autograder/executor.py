@@ -533,8 +533,11 @@ def execute_notebook(notebook, isolation, settings, slot=0, home_files=None, nam
             finally:
                 cell.outputs = outputs.finish() + [o for o in cell.outputs if o.get("ename") == "NotRun"]
             if outputs.timed_out and kind == "student":
+                text = f"a cell ran past its time limit ({settings.cell_timeout:g} s) and was interrupted"
                 cell.outputs.append(grader_error("TimeoutError", f"This cell ran past its time limit "
                                                                  f"({settings.cell_timeout:g} s) and was interrupted."))
+                if text not in report.problems:
+                    report.problems.append(text)
     except KernelDied as error:
         stop = _death_reason(str(error), box, settings)
         report.problems.append(stop)

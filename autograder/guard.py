@@ -667,7 +667,7 @@ def _install(config_fd, verdict_fd, user_ns):
         run["done"].acquire()
         run["started"].acquire()
         state["run"] = run
-        finished = False
+        finished = interrupted = False
         try:
             try:
                 run["thread"] = start_thread(copy_context().run, (exec, code, ns))
@@ -675,17 +675,22 @@ def _install(config_fd, verdict_fd, user_ns):
                 run["started"].release()
             finished = run["done"].acquire(True, cell_timeout)
             if not finished:
+                interrupted = True
                 set_async_exc(run["thread"], KeyboardInterrupt)
                 finished = run["done"].acquire(True, 10.0)
         except KeyboardInterrupt:
+            interrupted = True
             if run["thread"] is not None:
                 set_async_exc(run["thread"], KeyboardInterrupt)
                 finished = run["done"].acquire(True, 10.0)
-        state["run"] = None
         if not finished:
             return {"status": "timeout", "ename": "TimeoutError", "traceback": [],
                     "evalue": f"the cell did not finish within {cell_timeout:g} s and could not be interrupted"}
+        state["run"] = None
         result = run["verdict"]
+        if interrupted and result.get("status") != "passed":
+            result = {"status": "failed", "ename": "TimeoutError", "traceback": result.get("traceback", []),
+                      "evalue": f"the cell ran past its time limit ({cell_timeout:g} s) and was interrupted"}
         # Names the cell defined carry on to later cells; an instructor cell's (not a
         # test's) also reach the student's namespace, as in a notebook.
         for name, value in ns.items():

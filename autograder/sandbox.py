@@ -324,7 +324,11 @@ class Sandbox:
             soft, hard = resource.getrlimit(which)
             if hard != resource.RLIM_INFINITY:
                 value = min(value, hard)
-            resource.setrlimit(which, (value, value))
+            # CPU time: SIGXCPU at the limit, SIGKILL a little later if that is ignored.
+            ceiling = value + 5 if which == resource.RLIMIT_CPU else value
+            if hard != resource.RLIM_INFINITY:
+                ceiling = min(ceiling, hard)
+            resource.setrlimit(which, (value, ceiling))
 
     def command(self, argv, files=None, env=None, cwd=HOME):
         """The bwrap command line that runs argv; files: {path inside: host path}."""

@@ -3,8 +3,8 @@
 nbgrader wants its own layout (source/, release/, submitted/, autograded/, feedback/
 and a gradebook). We build one in a scratch folder for each task instead of turning
 the repository into one: the repository stays clean, and each graded submission gets
-a course directory of its own, so that submissions can be graded in parallel without
-sharing a SQLite file.
+a course directory of its own (autograder/worker.py), so that submissions can be
+graded in parallel without sharing a SQLite file.
 """
 
 import os
@@ -88,11 +88,6 @@ class CourseDirectory:
     def nbgrader(self, *args, timeout=None):
         """Run one nbgrader command here; raise NbgraderError with its log if it fails."""
         return self._run([sys.executable, "-m", "nbgrader", *args], f"nbgrader {args[0]}", timeout)
-
-    def autograde_with_feedback(self, assignment, student, timeout=None):
-        """nbgrader autograde, then generate_feedback, for one student, in one process."""
-        command = [sys.executable, "-m", "autograder.job", str(self.root), assignment, student]
-        return self._run(command, "autograding", timeout)
 
     def generate_assignment(self, assignment):
         """nbgrader generate_assignment: student versions in release/, the assignment in the gradebook."""

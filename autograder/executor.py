@@ -33,20 +33,17 @@ import nbformat
 import zmq
 from jupyter_client.session import Session
 
-from autograder import sandbox
+from autograder import course_directory, sandbox
 
 GUARD_SOURCE = (Path(__file__).with_name("guard.py")).read_text()
 
-# What the kernel's environment holds (nothing of the grader's own environment).
-# nbgrader scores a test cell zero when anything reaches stderr, so the kernel does
-# not print RuntimeWarnings (a correct answer may overflow in a discarded masked row).
+# What the kernel's environment holds: nothing of the grader's own environment.
 KERNEL_ENV = {
+    **course_directory.KERNEL_ENV,  # no RuntimeWarnings on stderr, a non-interactive matplotlib
     "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
-    "PYTHONWARNINGS": "ignore::RuntimeWarning",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONNOUSERSITE": "1",
-    "MPLBACKEND": "Agg",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "COURSE_FORCE_CPU": "1",

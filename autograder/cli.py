@@ -66,11 +66,15 @@ def main(argv=None):
                 print(f"note: {note}", file=sys.stderr)
         else:
             print("WARNING: " + isolation.describe() + " (--no-isolation). " + isolation.reason, file=sys.stderr)
-        grade_batch(args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
-                    progress=not args.no_progress, emit=lambda line: print(line, flush=True),
-                    cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
-                    memory=limits.memory, processes=limits.processes, db_url=args.db,
-                    isolate=isolation.sandboxed)
+        try:
+            grade_batch(args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
+                        progress=not args.no_progress, emit=lambda line: print(line, flush=True),
+                        cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
+                        memory=limits.memory, processes=limits.processes, db_url=args.db,
+                        isolate=isolation.sandboxed)
+        except RuntimeError as error:  # the gradebook cannot be used: nothing is recorded
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "validate":
         from autograder.validate import print_report, validate

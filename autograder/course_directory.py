@@ -39,6 +39,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackExporter"
 """
 
 
@@ -89,7 +90,21 @@ class CourseDirectory:
         """Run one nbgrader command here; raise NbgraderError with its log if it fails."""
         return self._run([sys.executable, "-m", "nbgrader", *args], f"nbgrader {args[0]}", timeout)
 
-    def generate_assignment(self, assignment):
-        """nbgrader generate_assignment: student versions in release/, the assignment in the gradebook."""
-        self.nbgrader("generate_assignment", assignment, "--force")
+    def generate_assignment(self, assignment, in_process=False):
+        """nbgrader generate_assignment: student versions in release/, the assignment in the gradebook.
+
+        in_process: through nbgrader's Python API in this process (no new Python to start)."""
+        if not in_process:
+            self.nbgrader("generate_assignment", assignment, "--force")
+            return self.root / "release" / assignment
+        from nbgrader.apps import NbGraderAPI
+        from nbgrader.coursedir import CourseDirectory as NbCourseDirectory
+        from traitlets.config.loader import PyFileConfigLoader
+
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(self.root)).load_config()
+        api = NbGraderAPI(coursedir=NbCourseDirectory(config=config), config=config)
+        outcome = api.generate_assignment(assignment, force=True)
+        if not outcome["success"]:
+            log = (outcome.get("log") or "") + "\n" + (outcome.get("error") or "")
+            raise NbgraderError("nbgrader generate_assignment failed:\n" + "\n".join(log.strip().splitlines()[-25:]))
         return self.root / "release" / assignment

@@ -87,6 +87,11 @@ class Worker:
         self.log_path = log_path
         self.process = None
 
+    def start(self):
+        """Start the process now (it imports nbgrader while the parent prepares)."""
+        if self.process is None or self.process.poll() is not None:
+            self._start()
+
     def _start(self):
         log = open(self.log_path, "ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -152,7 +157,7 @@ class Grader:
         # submission is graded in a copy of it.
         self.template = CourseDirectory(self.scratch / "template", cell_timeout)
         self.template.add_source(assignment, self.solutions)
-        self.template.generate_assignment(assignment)
+        self.template.generate_assignment(assignment, in_process=True)
         self.max_score = self._max_score(self.template.db_path)
         self.answer_ids = {}  # notebook -> grade_ids of its answer cells
         for path in paths.assignment_notebooks(assignment, solutions):
@@ -160,14 +165,32 @@ class Grader:
             self.answer_ids[path.name] = {c.metadata["nbgrader"]["grade_id"] for c in cells
                                           if c.metadata.get("nbgrader", {}).get("solution")}
         self.db_url = db_url or f"sqlite:///{(self.out / 'gradebook.db').resolve()}"
-        self.gradebook = ClassGradebook(self.db_url, assignment, f"sqlite:///{self.template.db_path}")
+        # Opening (or creating) the class gradebook goes on while the first submissions grade.
+        self._gradebook, self._gradebook_error = None, None
+        self._opening = threading.Thread(target=self._open_gradebook, daemon=True)
+        self._opening.start()
+
+    def _open_gradebook(self):
+        try:
+            self._gradebook = ClassGradebook(self.db_url, self.assignment, f"sqlite:///{self.template.db_path}")
+        except Exception as error:  # raised where the gradebook is first needed
+            self._gradebook_error = error
+
+    @property
+    def gradebook(self):
+        self._opening.join()
+        if self._gradebook_error is not None:
+            raise RuntimeError(f"cannot open the gradebook {self.db_url}: {self._gradebook_error}")
+        return self._gradebook
 
     def _max_score(self, db_path):
         with Gradebook(f"sqlite:///{db_path}", course_id=COURSE_ID) as gradebook:
             return float(gradebook.find_assignment(self.assignment).max_score)
 
     def close(self):
-        self.gradebook.close()
+        self._opening.join()
+        if self._gradebook is not None:
+            self._gradebook.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- one submission -------------------------------------------------------------
@@ -284,8 +307,17 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
     bin_dir = os.path.dirname(sys.executable)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-    grader = Grader(assignment, out, **options)
-    workers = []
+    logs = Path(tempfile.mkdtemp(prefix="autograde-logs-"))
+    workers = [Worker(logs / f"worker-{slot}.log") for slot in range(max(1, jobs or os.cpu_count() or 1))]
+    for worker in workers:
+        worker.start()
+    try:
+        grader = Grader(assignment, out, **options)
+    except BaseException:
+        for worker in workers:
+            worker.stop()
+        shutil.rmtree(logs, ignore_errors=True)
+        raise
     try:
         submissions = collect(sources, assignment, grader.expected)
         results, pending = [], []
@@ -302,17 +334,16 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
                 emit(result.line())
             else:
                 pending.append(submission)
-        jobs = max(1, min(jobs or os.cpu_count() or 1, len(pending) or 1))
+        jobs = max(1, min(len(workers), len(pending) or 1))
+        for worker in workers[jobs:]:
+            worker.stop()
         bar = _progress(len(pending), progress)
         todo, done = queue.Queue(), queue.Queue()
         for submission in pending:
             todo.put(submission)
-        logs = grader.scratch / "logs"
-        logs.mkdir()
 
         def serve(slot):
-            worker = Worker(logs / f"worker-{slot}.log")
-            workers.append(worker)
+            worker = workers[slot]
             try:
                 while True:
                     try:
@@ -328,6 +359,12 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         threads = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(jobs)]
         for thread in threads:
             thread.start()
+        try:
+            grader.gradebook  # opened meanwhile: a database that cannot be used stops the batch here
+        except RuntimeError:
+            while not todo.empty():
+                todo.get_nowait()
+            raise
         for _ in range(len(pending)):
             submission, answer, seconds = done.get()
             result = grader.finish(submission, answer, seconds)
@@ -343,6 +380,7 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         for worker in workers:
             worker.stop()
         grader.close()
+        shutil.rmtree(logs, ignore_errors=True)
         sandbox.remove_stale_cgroups()
 
 

@@ -97,6 +97,13 @@ def main():
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    import warnings
+
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session use, harmless
+    import nbgrader.apps  # noqa: F401  (imported now, while the parent prepares the batch)
+    import autograder.preprocessor  # noqa: F401
     for line in sys.stdin:
         if not line.strip():
             continue

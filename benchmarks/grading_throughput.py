@@ -1,0 +1,96 @@
+"""Grading throughput: plain `nbgrader autograde` against `python -m autograder grade`.
+
+    .venv/bin/python benchmarks/grading_throughput.py [--submissions 8] [--jobs 1,2]
+
+Grades N identical honest submissions (copies of the reference solution) three ways on
+this machine, one after the other, and prints submissions per minute:
+
+* nbgrader: one `nbgrader autograde ASSIGNMENT` over a course directory holding the N
+  submissions (serial, no sandbox, no feedback pages);
+* ours, for each --jobs value: `python -m autograder grade ... --jobs J` (sandboxed,
+  verdicts from the guard, feedback pages and the class gradebook written).
+
+Wall-clock times include each tool's start-up. Run it by hand on an idle machine; the
+test suite does not run it.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autograder import paths  # noqa: E402
+from autograder.course_directory import KERNEL_ENV, CourseDirectory  # noqa: E402
+
+
+def environment():
+    bin_dir = os.path.dirname(sys.executable)
+    return {**os.environ, **KERNEL_ENV, "COURSE_FORCE_CPU": "1",
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+
+
+def plain_nbgrader(assignment, count, scratch):
+    course = CourseDirectory(scratch / "nbgrader-course", cell_timeout=120)
+    course.add_source(assignment, paths.SOLUTIONS)
+    course.generate_assignment(assignment)
+    for index in range(count):
+        folder = course.root / "submitted" / f"s{index:03d}" / assignment
+        folder.mkdir(parents=True)
+        for notebook in paths.assignment_notebooks(assignment):
+            shutil.copyfile(notebook, folder / notebook.name)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force"], cwd=course.root,
+                   env=environment(), check=True, capture_output=True)
+    seconds = time.monotonic() - started
+    graded = len(list((course.root / "autograded").glob(f"*/{assignment}")))
+    assert graded == count, f"nbgrader graded {graded} of {count}"
+    return seconds
+
+
+def ours(assignment, count, jobs, scratch):
+    submissions = scratch / f"ours-{jobs}" / "submissions"
+    submissions.mkdir(parents=True)
+    (notebook,) = paths.assignment_notebooks(assignment)
+    for index in range(count):
+        shutil.copyfile(notebook, submissions / f"s{index:03d}.ipynb")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", assignment, *sorted(map(str, submissions.iterdir())),
+                           "--out", str(scratch / f"ours-{jobs}" / "out"), "--jobs", str(jobs), "--no-progress"],
+                          cwd=REPO, env=environment(), capture_output=True, text=True, check=True)
+    seconds = time.monotonic() - started
+    full = done.stdout.count('"status": "graded"')
+    assert full == count, done.stdout[-2000:] + done.stderr[-2000:]
+    return seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--assignment", default="self_attention")
+    parser.add_argument("--submissions", type=int, default=8)
+    parser.add_argument("--jobs", default=f"1,{os.cpu_count() or 1}", help="comma-separated --jobs values")
+    args = parser.parse_args()
+    count = args.submissions
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="throughput-") as scratch:
+        scratch = Path(scratch)
+        seconds = plain_nbgrader(args.assignment, count, scratch)
+        rows.append(("nbgrader autograde (serial, no sandbox, no feedback)", seconds))
+        for jobs in sorted({int(j) for j in args.jobs.split(",")}):
+            rows.append((f"autograder grade --jobs {jobs}", ours(args.assignment, count, jobs, scratch)))
+    baseline = count * 60 / rows[0][1]
+    print(f"{count} submissions of {args.assignment}, {os.cpu_count()} cores")
+    print(f"{'':56} {'seconds':>8} {'per minute':>11} {'vs nbgrader':>12}")
+    for name, seconds in rows:
+        rate = count * 60 / seconds
+        print(f"{name:56} {seconds:8.1f} {rate:11.2f} {rate / baseline:11.2f}x")
+
+
+if __name__ == "__main__":
+    main()

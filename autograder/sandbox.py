@@ -338,8 +338,6 @@ class Sandbox:
         if not isolation.as_root:
             args += ["--unshare-user", "--disable-userns"]
         args += _system_binds()
-        for root in _python_roots():
-            args += _parents(root) + ["--ro-bind", root, root]
         size = str(self.limits.scratch)
         args += ["--dev", "/dev",
                  "--size", size, "--perms", "1777", "--tmpfs", "/tmp",
@@ -347,6 +345,10 @@ class Sandbox:
                  "--size", size, "--perms", "0700", "--tmpfs", HOME,
                  "--perms", "0755", "--dir", "/run",
                  "--size", str(16 * MiB), "--perms", "0700", "--tmpfs", IPC]
+        # After the private /tmp and /home: a virtual environment may live under either
+        # (a clone in /tmp, say), and a later mount would hide it.
+        for root in _python_roots():
+            args += _parents(root) + ["--ro-bind", root, root]
         # PyTorch reads the processor's description; without /proc it complains on stderr.
         args += ["--perms", "0755", "--dir", "/proc"]
         if os.path.exists("/proc/cpuinfo"):

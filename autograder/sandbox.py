@@ -119,7 +119,7 @@ def _try_child(parent, files):
     """True if a child cgroup of `parent` can be created with `files` written, then removed."""
     if parent is None:
         return False
-    child = parent / f"autograder-probe-{uuid.uuid4().hex[:8]}"
+    child = parent / f"autograder-{os.getpid()}-probe-{uuid.uuid4().hex[:8]}"
     try:
         child.mkdir()
     except OSError:
@@ -230,7 +230,8 @@ class Sandbox:
         self.isolation = isolation
         self.limits = limits
         self.uid = UID_BASE + int(slot)
-        self.name = f"autograder-{name or 'job'}-{uuid.uuid4().hex[:8]}"
+        # The creator's pid in the name: stale cgroups are those whose creator is gone.
+        self.name = f"autograder-{os.getpid()}-{name or 'job'}-{uuid.uuid4().hex[:8]}"
         self.process = None
         self.child_pid = None
         self.cgroups = []
@@ -520,7 +521,7 @@ def _bounded_communicate(process, timeout, cap):
 
 
 def remove_stale_cgroups():
-    """Remove empty cgroups that sandboxes of this grader left behind (a killed worker)."""
+    """Remove empty cgroups left behind by sandboxes whose grader process is gone (killed)."""
     parents = [_own_cgroup_v1("memory"), _own_cgroup_v1("pids"), _own_cgroup_v2()]
     for parent in parents:
         if parent is None or not parent.is_dir():
@@ -530,6 +531,16 @@ def remove_stale_cgroups():
         except OSError:
             continue
         for child in children:
+            creator = child.name.split("-")[1]
+            if not creator.isdigit():
+                continue
+            try:
+                os.kill(int(creator), 0)
+                continue  # its grader still runs (perhaps another batch): not ours to remove
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
             try:
                 if not (child / "cgroup.procs").read_text().strip():
                     child.rmdir()

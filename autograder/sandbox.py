@@ -40,9 +40,14 @@ MiB = 1024 ** 2
 
 HOME = "/home/student"
 IPC = "/run/ipc"
-# Numeric uids for student code when the grader runs as root: one per parallel job,
-# far above any real account. They need no /etc/passwd entry.
+# Numeric uids for student code when the grader runs as root: one per parallel job and
+# grading batch, far above any real account. They need no /etc/passwd entry.
 UID_BASE = 1_900_000_000
+
+
+def student_uid(slot):
+    """The uid of slot `slot` of the batch run by this process's parent (the grader)."""
+    return UID_BASE + (os.getppid() % 50_000) * 64 + int(slot) % 64
 
 
 @dataclass
@@ -229,7 +234,7 @@ class Sandbox:
     def __init__(self, isolation, limits, slot=0, name=None):
         self.isolation = isolation
         self.limits = limits
-        self.uid = UID_BASE + int(slot)
+        self.uid = student_uid(slot)
         # The creator's pid in the name: stale cgroups are those whose creator is gone.
         self.name = f"autograder-{os.getpid()}-{name or 'job'}-{uuid.uuid4().hex[:8]}"
         self.process = None

@@ -229,3 +229,16 @@ def test_grading_is_refused_without_a_sandbox(tmp_path):
     assert "refusing to run student code without a sandbox" in done.stderr
     assert "--no-isolation" in done.stderr
     assert not (tmp_path / "out" / "results").exists()
+
+
+def test_no_isolation_grades_when_told_so_and_says_it_loudly(tmp_path):
+    (source,) = paths.assignment_notebooks("self_attention")
+    shutil.copyfile(source, tmp_path / "reference.ipynb")
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable), "COURSE_FORCE_CPU": "1"}
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", "self_attention",
+                           str(tmp_path / "reference.ipynb"), "--out", str(tmp_path / "out"), "--no-progress",
+                           "--no-isolation"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "WARNING: NO ISOLATION" in done.stderr
+    (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert result["score"] == result["max_score"], result["message"]

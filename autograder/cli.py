@@ -75,6 +75,10 @@ def main(argv=None):
         except RuntimeError as error:  # the gradebook cannot be used: nothing is recorded
             print(f"error: {error}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("\ninterrupted: what was graded is recorded; run the same command again to go on",
+                  file=sys.stderr)
+            return 130
         return 0
     if args.command == "validate":
         from autograder.validate import print_report, validate

@@ -206,17 +206,36 @@ class Kernel:
         threading.Thread(target=self._drain_stderr, args=(err_read,), daemon=True).start()
         payload = json.dumps({**config, "key": self.key.hex()}).encode()
         threading.Thread(target=self._write_config, args=(config_write, payload), daemon=True).start()
-        prefix = box.root_path(f"{sandbox.IPC}/kernel") if box.isolation.sandboxed else connection["ip"]
+        self.prefix = box.root_path(f"{sandbox.IPC}/kernel") if box.isolation.sandboxed else connection["ip"]
         for name, kind, port in (("shell", zmq.DEALER, 1), ("iopub", zmq.SUB, 2), ("control", zmq.DEALER, 4)):
-            sock = self.context.socket(kind)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
-            sock.setsockopt(zmq.RCVHWM, 64)
-            sock.setsockopt(zmq.SNDTIMEO, 2000)  # a kernel that stops reading must not block us
-            if kind == zmq.SUB:
-                sock.setsockopt(zmq.SUBSCRIBE, b"")
-            sock.connect(f"ipc://{prefix}-{port}")
-            self.sockets[name] = sock
+            self.sockets[name] = self._connect(kind, port)
+        self.iopub_monitor = None
+        self.disconnects = 0
+        self._watch_iopub()
+
+    def _connect(self, kind, port):
+        sock = self.context.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        sock.setsockopt(zmq.RCVHWM, 64)
+        sock.setsockopt(zmq.SNDTIMEO, 2000)  # a kernel that stops reading must not block us
+        if kind == zmq.SUB:
+            sock.setsockopt(zmq.SUBSCRIBE, b"")
+        sock.connect(f"ipc://{self.prefix}-{port}")
+        return sock
+
+    def _watch_iopub(self):
+        """A message over MAX_MESSAGE closes the iopub connection: notice it, to reconnect
+        and to tell the student that output was dropped."""
+        if self.iopub_monitor is not None:
+            self.iopub_monitor.close(linger=0)
+        self.iopub_monitor = self.sockets["iopub"].get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
+    def _reconnect_iopub(self):
+        self.sockets["iopub"].disable_monitor()
+        self.sockets["iopub"].close(linger=0)
+        self.sockets["iopub"] = self._connect(zmq.SUB, 2)
+        self._watch_iopub()
 
     @staticmethod
     def _write_config(fd, payload):
@@ -255,7 +274,16 @@ class Kernel:
         poller = zmq.Poller()
         for sock in self.sockets.values():
             poller.register(sock, zmq.POLLIN)
+        poller.register(self.iopub_monitor, zmq.POLLIN)
         ready = dict(poller.poll(max(0, int(timeout * 1000))))
+        if self.iopub_monitor in ready:
+            try:
+                self.iopub_monitor.recv_multipart(zmq.NOBLOCK)
+                self.disconnects += 1
+            except zmq.ZMQError:
+                pass
+            self._reconnect_iopub()
+            return None
         for name, sock in self.sockets.items():
             if sock in ready:
                 try:
@@ -298,11 +326,14 @@ class Kernel:
         deadline = time.monotonic() + timeout
         reply = None
         idle = False
-        interrupted_at = None
+        interrupted_at = replied_at = None
+        disconnects = self.disconnects
         while reply is None or not idle:
             if not self.alive():
                 raise KernelDied("the kernel died")
             now = time.monotonic()
+            if replied_at is not None and now > replied_at + 5:
+                break  # the idle status was lost with dropped output: the reply is what counts
             if now > deadline and interrupted_at is None:
                 interrupted_at = now
                 self.send("control", "interrupt_request", {})
@@ -317,17 +348,22 @@ class Kernel:
                 continue
             if channel == "shell" and message["msg_type"] == "execute_reply":
                 reply = message["content"]
+                replied_at = time.monotonic()
             elif channel == "iopub":
                 if message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
                     idle = True
                 else:
                     output(message)
+        if self.disconnects != disconnects or not idle:
+            output({"msg_type": "lost", "content": {}})
         if interrupted_at is not None:
             reply = dict(reply, status="error", ename="TimeoutError",
                          evalue=f"the cell ran past its time limit ({timeout:g} s) and was interrupted")
         return reply
 
     def close(self):
+        self.sockets["iopub"].disable_monitor()
+        self.iopub_monitor.close(linger=0)
         for sock in self.sockets.values():
             sock.close(linger=0)
         self.context.term()
@@ -345,6 +381,7 @@ class Outputs:
         self.budget = budget  # shared dict: {"left": bytes left for the notebook}
         self.cell_left = cell_limit
         self.dropped = 0
+        self.lost = False
         self.timed_out = False
 
     def _take(self, size):
@@ -358,6 +395,8 @@ class Outputs:
         kind, content = message["msg_type"], message.get("content", {})
         if kind == "timeout":
             self.timed_out = True
+        elif kind == "lost":
+            self.lost = True
         elif kind == "stream":
             text = str(content.get("text", ""))
             keep = text[: max(0, self.cell_left)]
@@ -394,10 +433,10 @@ class Outputs:
             self.outputs = []
 
     def finish(self):
-        if self.dropped:
+        if self.dropped or self.lost:
+            amount = f"{self.dropped} characters of " if self.dropped and not self.lost else ""
             self.outputs.append(nbformat.v4.new_output(
-                "stream", name="stdout",
-                text=f"\n[the grader dropped {self.dropped} characters of output beyond its limits]\n"))
+                "stream", name="stdout", text=f"\n[the grader dropped {amount}output beyond its limits]\n"))
         return self.outputs
 
 

@@ -519,7 +519,8 @@ def _install(config_fd, verdict_fd, user_ns):
 
     # -- running an instructor cell ----------------------------------------------------
     def make_proxies():
-        """Private copies of the proxied modules (fresh for each cell): name -> (proxy, module)."""
+        """Private copies of the proxied modules: name -> (proxy, module). Made once; each
+        cell starts with them as made (restore_proxies) and must leave them so (intact)."""
         table = {name: (ModuleType(name), module_snapshot[name][0]) for name in proxied}
         for name, (proxy, module) in table.items():
             namespace = dict(module_snapshot[name][2])
@@ -578,15 +579,21 @@ def _install(config_fd, verdict_fd, user_ns):
             return rebind(value, user_ns)
         return value
 
+    def restore_proxies():
+        for name, (proxy, module) in table.items():
+            current = module_dict(proxy)
+            if not same(current, proxy_copies[name]):
+                current.clear()
+                current.update(proxy_copies[name])
+
     def intact(run):
         """The running cell's helpers, proxies and builtins are as the guard made them."""
         ns = run["ns"]
-        proxies = run["proxy_ids"]
         for name, value in run["given"].items():
             current = ns.get(name, MISSING)
             if current is value or not (name == AUDIT or type(value) in (ModuleType, FunctionType)):
                 continue
-            if type(value) is ModuleType and id(current) in proxies:  # the test imported it again
+            if type(value) is ModuleType and id(current) in proxy_ids:  # the test imported it again
                 continue
             if type(current) is FunctionType and current.__globals__ is ns and \
                     current.__code__ in run["nested_codes"]:  # the cell defined it again
@@ -594,8 +601,8 @@ def _install(config_fd, verdict_fd, user_ns):
             return f"the test's name {name!r} was replaced"
         if not same(run["builtins"], run["builtins_copy"]):
             return "the test's builtins were modified"
-        for name, (proxy, module) in run["proxies"].items():
-            if not same(module_dict(proxy), run["proxy_copies"][name]):
+        for name, (proxy, module) in table.items():
+            if not same(module_dict(proxy), proxy_copies[name]):
                 return f"the test's copy of {name} was modified"
         return ""
 
@@ -643,7 +650,7 @@ def _install(config_fd, verdict_fd, user_ns):
         sys.stdout, sys.stderr = stdout, stderr
         # The namespace: the student's definitions, then the instructor's (which win),
         # with private copies of the libraries and of builtins.
-        table = make_proxies()
+        restore_proxies()
         ns = {}
         for name, value in list(user_ns.items()):
             if type(name) is str and not name.startswith("__") and name not in builtin_names:
@@ -653,14 +660,12 @@ def _install(config_fd, verdict_fd, user_ns):
             given[name] = for_cell(value, ns, table)
         ns.update(given)
         private_builtins = dict(builtins_snapshot)
-        private_builtins["__import__"] = make_importer(table, builtins_snapshot["__import__"])
+        private_builtins["__import__"] = importer
         ns["__builtins__"] = private_builtins
         ns["__name__"] = "__main__"
         before = dict(ns)
         run = {"key": cell_key, "code": code, "ns": ns, "given": given, "builtins": private_builtins,
-               "builtins_copy": dict(private_builtins), "proxies": table,
-               "proxy_copies": {n: dict(module_dict(p)) for n, (p, m) in table.items()},
-               "proxy_ids": frozenset(id(p) for p, m in table.values()),
+               "builtins_copy": dict(private_builtins),
                "nested_codes": nested_codes(code),
                "thread": None, "verdict": None, "done": allocate_lock(), "started": allocate_lock(),
                "lines": lines}
@@ -764,6 +769,7 @@ def _install(config_fd, verdict_fd, user_ns):
                  refuse, same, student_made, replaced, class_changes,
                  restore_libraries,
                  libraries_changed, make_proxies, make_importer, rebind, for_cell, for_student, intact,
+                 restore_proxies,
                  run_cell, execute, verdict, describe, wrap, protected, nested_codes)
     pending_codes = [f.__code__ for f in functions] + [_install.__code__]
     while pending_codes:
@@ -772,6 +778,11 @@ def _install(config_fd, verdict_fd, user_ns):
             own_codes.add(code)
             pending_codes += [c for c in code.co_consts if type(c) is CodeType]
     own_codes = frozenset(own_codes)
+
+    table = make_proxies()
+    proxy_copies = {name: dict(module_dict(proxy)) for name, (proxy, module) in table.items()}
+    proxy_ids = frozenset(id(proxy) for proxy, module in table.values())
+    importer = make_importer(table, builtins_snapshot["__import__"])
 
     sys.addaudithook(hook)
     send({"type": "ready", "import_errors": import_errors, "modules": str(len(module_snapshot)),

@@ -186,8 +186,10 @@ def _probe():
             f"bubblewrap is installed but cannot create a sandbox here ({str(error).strip()[:300]}). "
             "It needs user namespaces, or root. Fix that or, knowingly, pass --no-isolation."))
     if not isolation.cgroup:
-        isolation.notes.append("no writable cgroup: memory is limited by address space (setrlimit) and "
-                               "processes by setrlimit where possible")
+        processes = ("the number of processes by setrlimit (each job has a uid of its own)" if isolation.as_root
+                     else "the number of processes is not limited (as a non-root user, setrlimit would count "
+                          "all your own processes); run the grader as root for both limits")
+        isolation.notes.append(f"no writable cgroup: memory is limited by address space (setrlimit), {processes}")
     return isolation
 
 

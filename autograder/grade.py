@@ -299,7 +299,7 @@ class Grader:
         os.replace(temporary, self.out / "grades.csv")
 
 
-def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=print, warn=None, **options):
+def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=print, **options):
     """Grade every submission in `sources`; emit one JSON line each; return the results."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

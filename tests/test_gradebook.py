@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 from nbgrader.api import Gradebook
 

@@ -568,6 +568,11 @@ def execute_notebook(notebook, isolation, settings, slot=0, home_files=None, nam
                     report.verdicts[key] = "failed"
             finally:
                 cell.outputs = outputs.finish() + [o for o in cell.outputs if o.get("ename") == "NotRun"]
+            if any(o.get("ename") == "MemoryError" for o in cell.outputs):
+                text = (f"a cell ran out of memory (the memory limit is "
+                        f"{settings.limits.memory / sandbox.GiB:g} GiB per submission)")
+                if text not in report.problems:
+                    report.problems.append(text)
             if outputs.timed_out and kind == "student":
                 text = f"a cell ran past its time limit ({settings.cell_timeout:g} s) and was interrupted"
                 cell.outputs.append(grader_error("TimeoutError", f"This cell ran past its time limit "

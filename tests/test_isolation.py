@@ -149,7 +149,7 @@ def test_memory_limit(isolation):
     limits = sandbox.Limits(memory=512 * sandbox.MiB, processes=64, cpu_seconds=60)
     done, usage = run(isolation, """
         blocks = []
-        for i in range(12):
+        for i in range(32):
             blocks.append(b"x" * (128 * 1024 * 1024))
             print("allocated", (i + 1) * 128, "MiB", flush=True)
         print("ALL ALLOCATED")
@@ -174,8 +174,9 @@ def test_process_limit_and_nothing_left_running(isolation):
             print("refused after", started, error.strerror)
         print("started", started)
         """, limits=limits)
-    assert "refused after" in done.stdout, done.stdout + done.stderr
-    assert int(done.stdout.split("started")[-1]) < 40
+    if isolation.cgroup or isolation.as_root:  # else nothing can limit processes (see sandbox.probe)
+        assert "refused after" in done.stdout, done.stdout + done.stderr
+        assert int(done.stdout.split("started")[-1]) < 40
     time.sleep(0.5)
     left = []
     for pid in filter(str.isdigit, os.listdir("/proc")):

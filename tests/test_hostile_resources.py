@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -73,7 +74,7 @@ def build(folder, port, unix_socket, others):
         "import sys\nfor i in range(3000):\n    print('x' * 100000)\n    sys.stderr.write('y' * 1000)"]))
     # Reaching out: files of the course, of the grader and of other students; the network.
     targets = [str(paths.SOLUTIONS / ASSIGNMENT / source.name), str(REPO / "autograder" / "grade.py"),
-               *map(str, others), "/etc/shadow", "/root/.bash_history"]
+               *map(str, others), "/etc/shadow", str(Path.home() / ".bash_history"), str(Path.home() / ".profile")]
     save("reaches_outside", _with_cells(student, [f"""
 import glob, os, socket
 leaks = []

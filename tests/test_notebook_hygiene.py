@@ -25,14 +25,15 @@ def ids(items):
 
 @pytest.mark.parametrize("path", LESSONS_AND_SOLUTIONS, ids=ids(LESSONS_AND_SOLUTIONS))
 def test_only_checked_cells_keep_outputs(path):
-    """Outputs stay out of git, except those nbval compares (cells marked NBVAL_CHECK_OUTPUT)."""
+    """Outputs stay out of git, except those nbval compares (cells tagged nbval-check-output)."""
     notebook = nbformat.read(path, as_version=4)
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
-        checked = cell.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")
+        # A tag, not a "# NBVAL_CHECK_OUTPUT" comment, so that readers of the book never see it.
+        checked = "nbval-check-output" in cell.metadata.get("tags", [])
         if checked:
-            assert cell.outputs, f"cell {index} is marked NBVAL_CHECK_OUTPUT but has no stored output"
+            assert cell.outputs, f"cell {index} is tagged nbval-check-output but has no stored output"
             assert cell.execution_count is not None, f"cell {index}: nbval skips checked cells never run"
         else:
             assert not cell.outputs, f"cell {index} of {path.name} has outputs committed: clear them"

@@ -14,7 +14,7 @@ Files are checked too: no page asks for a script, a style or an image from anoth
 every chapter offers the student version of its assignment, the launch buttons point at
 the course repository, and no solution is anywhere in the build.
 
-A full-page screenshot of the landing page and of each chapter's first page is saved in
+A full-page screenshot of every page of the table of contents is saved in
 `_build/screenshots/` (or `$BOOK_SCREENSHOTS`), for a person to look at.
 
 Under pytest-xdist the browser tests run on one worker (`xdist_group("browser")`),
@@ -94,9 +94,10 @@ def html_pages():
 
 
 def screenshot_pages():
-    """The landing page and each chapter's first page."""
+    """Every page of the table of contents: the chapters' prose, lessons (with their
+    plots) and assignment pages, and the back matter."""
     root, chapters = toc_files()
-    return [f"{root}.html"] + [f"{files[0]}.html" for files in chapters]
+    return [f"{root}.html"] + [f"{file}.html" for files in chapters for file in files]
 
 
 class Tags(html.parser.HTMLParser):
@@ -348,6 +349,22 @@ PAGE_FACTS = """async () => {
         mathErrors: Array.from(document.querySelectorAll("mjx-merror, [data-mjx-error]"))
                          .map(e => e.getAttribute("data-mjx-error") || e.textContent),
         mathjax: window.MathJax && window.MathJax.version || null,
+        // Display equations wider than the text column, or drawn over their number.
+        crowded: Array.from(document.querySelectorAll("div.math")).map(div => {
+            const math = div.querySelector("mjx-container > mjx-math");
+            if (!math) return null;
+            const column = div.getBoundingClientRect(), box = math.getBoundingClientRect();
+            const number = div.querySelector(".eqno");
+            const n = number && number.getBoundingClientRect();
+            const overNumber = n && box.right > n.left && box.left < n.right
+                               && box.bottom > n.top && box.top < n.bottom;
+            const outside = box.right > column.right + 1 || box.left < column.left - 1;
+            if (!overNumber && !outside) return null;
+            const items = MathJax.startup.document.getMathItemsWithin(div);
+            const tex = items.length ? items[0].math.trim().replace(/\s+/g, " ").slice(0, 60) : "";
+            return (number ? number.firstChild.textContent.trim() + " " : "") + `"${tex}..." `
+                   + (overNumber ? "runs into its number" : "is wider than the column");
+        }).filter(Boolean),
         unresolved: Array.from(document.querySelectorAll(".xref"))
                          .filter(e => !e.closest("a")).map(e => e.textContent),
         links: Array.from(document.querySelectorAll("a[href]"))
@@ -440,6 +457,7 @@ def test_page_renders_offline(visit, server, path):
             problems.append(f"{facts['displayMath']} display equations, "
                             f"{facts['displayTypeset']} typeset as display math")
         problems += [f"MathJax error: {e!r}" for e in facts["mathErrors"]]
+        problems += [f"display equation {c}" for c in facts["crowded"]]
     plots = plots_expected(path)
     if plots and facts["outputImages"] < plots:
         problems.append(f"the executed notebook has {plots} plots, the page's cell outputs "

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
+
+from autograder import catalogue, paths
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,6 +27,42 @@ def by_student(lines):
     results = {line["student"]: line for line in lines}
     assert len(results) == len(lines), "one JSON line per student"
     return results
+
+
+def student_and_reference(assignment):
+    """The untouched student version of `assignment`, the same notebook with the reference
+    answers filled in, and those answers (grade_id -> code)."""
+    (source,) = paths.assignment_notebooks(assignment)
+    student = nbformat.read(paths.student_version_folder(assignment) / source.name, as_version=4)
+    reference_code = catalogue.reference_code(nbformat.read(source, as_version=4))
+    return student, catalogue.fill(student, reference_code), reference_code
+
+
+class Submissions(dict):
+    """A batch to grade together, written into one folder: student name -> notebook file."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True)
+
+    def save(self, name, notebook):
+        self[name] = self.folder / f"{name}.ipynb"
+        nbformat.write(notebook, self[name])
+        return self[name]
+
+
+def processes_with(marker):
+    """Pids of the running processes whose command line contains `marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(pid)
+        except OSError:  # it ended while we looked
+            pass
+    return found
 
 
 @pytest.fixture(scope="session")

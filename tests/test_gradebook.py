@@ -134,14 +134,15 @@ def postgres():
     binaries = _postgres_binaries()
     if binaries is None:
         pytest.skip("no PostgreSQL server (Debian package postgresql): the PostgreSQL gradebook is not tested")
-    preexec, owner = None, None
+    owner = None
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
             pytest.skip("running as root and no `postgres` user to run a PostgreSQL server as")
 
-        def preexec():
+    def preexec():  # the server runs as `postgres` when the tests run as root
+        if owner is not None:
             os.setgid(owner.pw_gid)
             os.setuid(owner.pw_uid)
 

@@ -16,8 +16,7 @@ import nbformat
 import pytest
 from nbgrader.utils import compute_checksum
 
-from autograder import catalogue, paths
-from conftest import by_student, run_autograder
+from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"
 
@@ -127,16 +126,9 @@ TAMPERINGS = {f.__name__: f for f in (emptied, replaced_by_pass, deleted, duplic
 
 
 def build(folder):
-    (source,) = paths.assignment_notebooks(ASSIGNMENT)
-    student = nbformat.read(paths.student_version_folder(ASSIGNMENT) / source.name, as_version=4)
-    reference = catalogue.fill(student, catalogue.reference_code(nbformat.read(source, as_version=4)))
-    folder.mkdir()
-    batch = {}
-
-    def save(name, notebook):
-        batch[name] = folder / f"{name}.ipynb"
-        nbformat.write(notebook, batch[name])
-
+    student, reference, _ = student_and_reference(ASSIGNMENT)
+    batch = Submissions(folder)
+    save = batch.save
     save("honest", reference)
     save("untouched", student)
     for name, tamper in TAMPERINGS.items():

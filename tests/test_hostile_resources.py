@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from autograder import catalogue, paths, sandbox
-from conftest import REPO, by_student, run_autograder
+from conftest import REPO, Submissions, by_student, processes_with, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"
 MARKER = f"hostile-{uuid.uuid4().hex[:12]}"
@@ -41,16 +41,9 @@ def _with_cells(notebook, cells, after="setup"):
 
 def build(folder, port, unix_socket, others):
     (source,) = paths.assignment_notebooks(ASSIGNMENT)
-    student = nbformat.read(paths.student_version_folder(ASSIGNMENT) / source.name, as_version=4)
-    reference_code = catalogue.reference_code(nbformat.read(source, as_version=4))
-    reference = catalogue.fill(student, reference_code)
-    folder.mkdir()
-    batch = {}
-
-    def save(name, notebook):
-        batch[name] = folder / f"{name}.ipynb"
-        nbformat.write(notebook, batch[name])
-
+    student, reference, reference_code = student_and_reference(ASSIGNMENT)
+    batch = Submissions(folder)
+    save = batch.save
     save("honest", reference)
     save("untouched", student)
     # Time: a cell that never ends (interrupted), one that cannot be interrupted (the
@@ -191,14 +184,7 @@ def test_process_flood_is_capped_and_nothing_is_left_running(graded):
     if isolation.cgroup or isolation.as_root:  # else nothing can limit processes (see sandbox.probe)
         started = int(re.search(r"refused after (\d+)", feedback).group(1))
         assert started < 128
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if SLEEP_MARKER.encode() in handle.read():
-                    left.append(pid)
-        except OSError:
-            pass
+    left = processes_with(SLEEP_MARKER)
     assert not left, f"processes left running after grading: {left}"
     # cgroups of graders that have finished (other batches may be running beside this one)
     stale = []

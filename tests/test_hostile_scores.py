@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from autograder import catalogue, paths
-from conftest import by_student, run_autograder
+from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"
 
@@ -265,16 +265,10 @@ def softmax(x, axis=-1):
 
 def build(folder):
     (source,) = paths.assignment_notebooks(ASSIGNMENT)
-    student = nbformat.read(paths.student_version_folder(ASSIGNMENT) / source.name, as_version=4)
+    student, _, _ = student_and_reference(ASSIGNMENT)
     garbage = catalogue.fill(student, {k: v.strip() for k, v in GARBAGE.items()})
-    batch = {}
-
-    def save(name, notebook):
-        path = folder / f"{name}.ipynb"
-        nbformat.write(notebook, path)
-        batch[name] = path
-
-    folder.mkdir()
+    batch = Submissions(folder)
+    save = batch.save
     shutil.copyfile(source, folder / "honest.ipynb")
     batch["honest"] = folder / "honest.ipynb"
     save("untouched", student)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from autograder import paths, sandbox
-from conftest import REPO
+from conftest import REPO, processes_with
 
 # A file of the instructor's (the grader's user's) home: a shell history.
 HOME_FILES = next((p for p in (Path.home() / ".bash_history", Path.home() / ".profile", Path.home()) if p.exists()),
@@ -180,14 +180,7 @@ def test_process_limit_and_nothing_left_running(isolation):
         assert "refused after" in done.stdout, done.stdout + done.stderr
         assert int(done.stdout.split("started")[-1]) < 40
     time.sleep(0.5)
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if marker.encode() in handle.read():
-                    left.append(pid)
-        except OSError:
-            pass
+    left = processes_with(marker)
     assert not left, f"processes left running after the sandbox closed: {left}"
 
 

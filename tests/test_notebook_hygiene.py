@@ -2,7 +2,6 @@
 
 import ast
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest

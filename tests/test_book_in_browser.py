@@ -327,7 +327,7 @@ def visit(browser, server):
         v.page.close()
 
 
-PAGE_FACTS = """async () => {
+PAGE_FACTS = r"""async () => {
     const imgs = Array.from(document.images);
     imgs.forEach(img => { img.loading = "eager"; });
     await Promise.all(imgs.map(img => img.decode().catch(() => null)));

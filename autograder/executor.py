@@ -1,27 +1,26 @@
-"""Execute a graded notebook from a trusted process, with its kernel in a sandbox.
+"""Execute a graded notebook: the student's cells in a sandboxed kernel, the tests here.
 
 The kernel (ipykernel) runs inside the sandbox (autograder/sandbox.py); this process
 talks to it over unix sockets in the sandbox's /run/ipc, reached from outside through
-/proc/PID/root. This process decides what runs, in which order, and how each test
-ended; the kernel only executes.
+/proc/PID/root, and over one more socket to the grader's agent in the kernel
+(autograder/agent.py). This process decides what runs, in which order, and how each
+test ended:
 
-* Before any student code, the kernel runs the guard (autograder/guard.py), which
-  receives its configuration and a secret key on a pipe of its own.
-* Student cells (solution cells and cells the student added) run as ordinary cells.
-* Instructor cells (setup, helpers, tests) are never sent as code: the grader asks the
-  guard to run cell K, and the guard runs the instructor's code, which it received
-  before the student's code existed, and reports on another pipe, with messages signed
-  by the key, whether the cell ran to its end. A test cell passes only on that signed
-  report; what the kernel prints or answers can make a test fail, never pass.
+* Student cells (answer cells and cells the student added) run in the kernel.
+* The instructor's other cells (setup, helpers) run in the kernel, so that the student's
+  code finds its imports, and here, so that the tests do.
+* Test cells never enter the kernel. They run here (autograder/referee.py) against
+  stand-ins that call the student's functions in the kernel and get values back; a test
+  passes when it runs to its end here. Nothing the kernel prints or sends can make a
+  test pass, and warnings or prints from the student's code never make one fail.
 * Outputs are capped as they arrive; each cell and the whole notebook have time limits;
   a kernel that stops answering, or uses too much, is killed with everything it started.
 """
 
-import hashlib
-import hmac
 import json
 import os
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -33,13 +32,13 @@ import nbformat
 import zmq
 from jupyter_client.session import Session
 
-from autograder import course_directory, sandbox
+from autograder import course_directory, referee, sandbox
 
-GUARD_SOURCE = (Path(__file__).with_name("guard.py")).read_text()
+AGENT_SOURCE = "\n".join(Path(__file__).with_name(name).read_text() for name in ("codec.py", "agent.py"))
 
 # What the kernel's environment holds: nothing of the grader's own environment.
 KERNEL_ENV = {
-    **course_directory.KERNEL_ENV,  # no RuntimeWarnings on stderr, a non-interactive matplotlib
+    **course_directory.KERNEL_ENV,  # a non-interactive matplotlib
     "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -52,14 +51,8 @@ KERNEL_ENV = {
 SANDBOX_DIRS = {"TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython",
                 "JUPYTER_RUNTIME_DIR": "/tmp/jupyter", "JUPYTER_DATA_DIR": "/tmp/jupyter"}
 
-# Modules whose attributes are put back before each instructor cell if student code
-# changed them (besides the families the instructor's cells import): what libraries
-# lean on while they run.
-LIBRARY_FAMILIES = {"math", "inspect", "typing", "typing_extensions", "functools", "collections", "enum",
-                    "warnings", "traceback", "linecache", "weakref", "abc", "dataclasses", "contextlib",
-                    "copy", "operator", "numbers", "types", "importlib", "re", "json"}
-
 MAX_MESSAGE = 4 * sandbox.MiB  # a bigger message from the kernel closes its connection
+TEST_PRINT_LIMIT = 20_000  # characters of what a test cell prints, kept in its output
 
 
 @dataclass
@@ -80,104 +73,21 @@ class GraderFault(RuntimeError):
     """Something went wrong on the grader's side (not the student's)."""
 
 
-def trusted_prefixes():
-    """Folders student code cannot write: native code and bytecode may load from there only."""
-    roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
-    return sorted(r.rstrip("/") + "/" for r in roots) + ["/usr/"]
-
-
-# -- the verdict channel ---------------------------------------------------------------
-
-class Verdicts:
-    """Reads the guard's signed reports from its pipe; keeps only well-signed ones."""
-
-    MAX_BYTES = 16 * sandbox.MiB
-    MAX_LINE = sandbox.MiB
-
-    def __init__(self, fd, key):
-        self.fd, self.key = fd, key
-        self.messages = {}  # nonce -> message; "ready" -> message
-        self.rejected = 0
-        self.condition = threading.Condition()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        buffer, total = b"", 0
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            total += len(data)
-            if total > self.MAX_BYTES:  # keep draining so the kernel never blocks, keep nothing
-                self.rejected += 1
-                buffer = b""
-                continue
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                self._accept(line)
-            if len(buffer) > self.MAX_LINE:
-                self.rejected += 1
-                buffer = b""
-        with self.condition:
-            self.condition.notify_all()
-
-    def _accept(self, line):
-        body, _, signature = line.rpartition(b"\t")
-        expected = hmac.new(self.key, body, hashlib.sha256).hexdigest().encode()
-        if not body or not hmac.compare_digest(signature, expected):
-            self.rejected += 1
-            return
-        try:
-            message = json.loads(body)
-        except ValueError:
-            self.rejected += 1
-            return
-        with self.condition:
-            name = message.get("nonce") if message.get("type") == "verdict" else message.get("type")
-            if name and name not in self.messages:
-                self.messages[name] = message
-            else:
-                self.rejected += 1
-            self.condition.notify_all()
-
-    def wait(self, name, timeout):
-        deadline = time.monotonic() + timeout
-        with self.condition:
-            while name not in self.messages:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self.thread.is_alive():
-                    return self.messages.get(name)
-                self.condition.wait(min(left, 0.5))
-            return self.messages[name]
-
-    def close(self):
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
-
-
 # -- the kernel ----------------------------------------------------------------------------
 
 class Kernel:
     """One ipykernel in one sandbox, and the sockets to talk to it."""
 
-    def __init__(self, box, settings, config, home_files=None):
+    def __init__(self, box, settings, home_files=None):
         self.box, self.settings = box, settings
         self.session = Session(key=secrets.token_hex(32).encode(), signature_scheme="hmac-sha256",
                                username="grader")
         self.context = zmq.Context()
         self.sockets = {}
         self.stderr_tail = b""
-        self.execution_count = 0
-        self._start(config, home_files or {})
+        self._start(home_files or {})
 
-    def _start(self, config, home_files):
+    def _start(self, home_files):
         box = self.box
         connection = {"transport": "ipc", "ip": box.inside(f"{sandbox.IPC}/kernel"),
                       "shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5,
@@ -189,23 +99,18 @@ class Kernel:
         env.update({k: box.inside(v) for k, v in SANDBOX_DIRS.items()})
         if box.isolation.sandboxed:
             env["PYTHONPATH"] = ""
-        config_read, config_write = os.pipe()
-        verdict_read, verdict_write = os.pipe()
-        self.key = secrets.token_bytes(32)
-        self.config_fd, self.verdict_fd = config_read, verdict_write
+        # The agent's socket: the kernel keeps one end (same number inside), we the other.
+        self.agent_socket, inside = socket.socketpair()
+        self.agent_fd = inside.fileno()
         argv = [sys.executable, "-m", "ipykernel_launcher", "-f", box.inside(f"{sandbox.IPC}/kernel.json"),
                 "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"]
         err_read, err_write = os.pipe()
         try:
-            box.popen(argv, files=files, env=env, pass_fds=(config_read, verdict_write),
-                      stderr=err_write)
+            box.popen(argv, files=files, env=env, pass_fds=(self.agent_fd,), stderr=err_write)
         finally:
-            for fd in (config_read, verdict_write, err_write):
-                os.close(fd)
-        self.verdicts = Verdicts(verdict_read, self.key)
+            os.close(err_write)
+            inside.close()
         threading.Thread(target=self._drain_stderr, args=(err_read,), daemon=True).start()
-        payload = json.dumps({**config, "key": self.key.hex()}).encode()
-        threading.Thread(target=self._write_config, args=(config_write, payload), daemon=True).start()
         self.prefix = box.root_path(f"{sandbox.IPC}/kernel") if box.isolation.sandboxed else connection["ip"]
         for name, kind, port in (("shell", zmq.DEALER, 1), ("iopub", zmq.SUB, 2), ("control", zmq.DEALER, 4)):
             self.sockets[name] = self._connect(kind, port)
@@ -237,16 +142,6 @@ class Kernel:
         self.sockets["iopub"] = self._connect(zmq.SUB, 2)
         self._watch_iopub()
 
-    @staticmethod
-    def _write_config(fd, payload):
-        try:
-            while payload:
-                payload = payload[os.write(fd, payload):]
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
     def _drain_stderr(self, fd):
         while True:
             try:
@@ -269,12 +164,15 @@ class Kernel:
             raise KernelDied(f"the kernel stopped taking messages ({error})") from None
         return message["header"]["msg_id"]
 
-    def receive(self, timeout):
-        """The next message from shell, iopub or control: (channel, message) or None."""
+    def receive(self, timeout, fd=None):
+        """The next message from shell, iopub or control: (channel, message); ("fd", None)
+        when `fd` is readable first; None when nothing came within `timeout` seconds."""
         poller = zmq.Poller()
         for sock in self.sockets.values():
             poller.register(sock, zmq.POLLIN)
         poller.register(self.iopub_monitor, zmq.POLLIN)
+        if fd is not None:
+            poller.register(fd, zmq.POLLIN)
         ready = dict(poller.poll(max(0, int(timeout * 1000))))
         if self.iopub_monitor in ready:
             try:
@@ -291,6 +189,8 @@ class Kernel:
                     return name, self.session.deserialize(parts, content=True)
                 except (zmq.ZMQError, ValueError, KeyError, TypeError):
                     return name, None
+        if fd is not None and fd in ready:
+            return "fd", None
         return None
 
     def wait_ready(self):
@@ -316,50 +216,37 @@ class Kernel:
             elif channel == "iopub":
                 flowing = True
 
+    def start(self, code, output, silent=False):
+        """Send code to run; return the Run that follows it."""
+        msg_id = self.send("shell", "execute_request", {
+            "code": code, "silent": silent, "store_history": not silent, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": False})
+        return Run(self, msg_id, output)
+
     def execute(self, code, timeout, output, silent=False):
         """Run code; feed iopub messages to `output(message)`; return the reply content.
 
         Raises KernelDied when the kernel dies or must be killed."""
-        msg_id = self.send("shell", "execute_request", {
-            "code": code, "silent": silent, "store_history": not silent, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": False})
+        run = self.start(code, output, silent)
         deadline = time.monotonic() + timeout
-        reply = None
-        idle = False
-        interrupted_at = replied_at = None
-        disconnects = self.disconnects
-        while reply is None or not idle:
-            if not self.alive():
-                raise KernelDied("the kernel died")
+        interrupted_at = None
+        while not run.done():
             now = time.monotonic()
-            if replied_at is not None and now > replied_at + 5:
-                break  # the idle status was lost with dropped output: the reply is what counts
             if now > deadline and interrupted_at is None:
                 interrupted_at = now
-                self.send("control", "interrupt_request", {})
+                self.interrupt()
                 output({"msg_type": "timeout", "content": {}})
             if interrupted_at is not None and now > interrupted_at + 10:
                 raise KernelDied(f"the cell ran past its time limit ({timeout:g} s) and could not be interrupted")
-            got = self.receive(0.2)
-            if got is None:
-                continue
-            channel, message = got
-            if message is None or message["parent_header"].get("msg_id") != msg_id:
-                continue
-            if channel == "shell" and message["msg_type"] == "execute_reply":
-                reply = message["content"]
-                replied_at = time.monotonic()
-            elif channel == "iopub":
-                if message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
-                    idle = True
-                else:
-                    output(message)
-        if self.disconnects != disconnects or not idle:
-            output({"msg_type": "lost", "content": {}})
+            run.pump(0.2)
+        reply = run.finish()
         if interrupted_at is not None:
             reply = dict(reply, status="error", ename="TimeoutError",
                          evalue=f"the cell ran past its time limit ({timeout:g} s) and was interrupted")
         return reply
+
+    def interrupt(self):
+        self.send("control", "interrupt_request", {})
 
     def close(self):
         self.sockets["iopub"].disable_monitor()
@@ -368,7 +255,51 @@ class Kernel:
             sock.close(linger=0)
         self.context.term()
         self.box.kill()
-        self.verdicts.close()
+        self.agent_socket.close()
+
+
+class Run:
+    """One execute_request: its outputs as they come, and its end (the reply, then idle)."""
+
+    def __init__(self, kernel, msg_id, output):
+        self.kernel, self.msg_id, self.output = kernel, msg_id, output
+        self.reply = None
+        self.idle = False
+        self.replied_at = None
+        self.disconnects = kernel.disconnects
+
+    def done(self):
+        if self.reply is None:
+            return False
+        # the idle status may be lost with dropped output: the reply is what counts
+        return self.idle or time.monotonic() > self.replied_at + 5
+
+    def pump(self, timeout, fd=None):
+        """Handle the kernel's messages for up to `timeout` s; True as soon as `fd` is readable."""
+        if not self.kernel.alive():
+            raise KernelDied("the kernel died")
+        got = self.kernel.receive(timeout, fd)
+        if got is None:
+            return False
+        channel, message = got
+        if channel == "fd":
+            return True
+        if message is None or message["parent_header"].get("msg_id") != self.msg_id:
+            return False
+        if channel == "shell" and message["msg_type"] == "execute_reply":
+            self.reply = message["content"]
+            self.replied_at = time.monotonic()
+        elif channel == "iopub":
+            if message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
+                self.idle = True
+            elif message["msg_type"] != "status":
+                self.output(message)
+        return False
+
+    def finish(self):
+        if self.kernel.disconnects != self.disconnects or not self.idle:
+            self.output({"msg_type": "lost", "content": {}})
+        return self.reply
 
 
 # -- output, capped ------------------------------------------------------------------------
@@ -461,50 +392,50 @@ def cell_key(cell, index):
     return str(cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell-{index}")
 
 
-def imported_modules(sources):
-    """Module names that `import` statements in the instructor's cells name."""
-    import ast
-
-    names = set()
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
+def reference_cells(source_notebook):
+    """[(source, is a solution)]: the instructor's code cells in order, tests left out,
+    solution cells with the reference code (what autograder/referee.py runs on its side)."""
+    cells = []
+    for cell in source_notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or (meta.get("grade") and not meta.get("solution")):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module)
-    return sorted(names)
+        if meta.get("solution"):
+            lines = [line for line in cell.source.splitlines() if line.strip() not in SOLUTION_MARKERS]
+            cells.append(("\n".join(lines), True))
+        elif meta.get("locked"):
+            cells.append((cell.source, False))
+    return cells
+
+
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
 @dataclass
 class Report:
-    verdicts: dict = field(default_factory=dict)  # test key -> "passed" | "failed" | "timeout" | "not run"
-    notes: list = field(default_factory=list)  # tampering and refusals the guard saw
+    verdicts: dict = field(default_factory=dict)  # test key -> "passed" | "failed" | "not run"
+    messages: dict = field(default_factory=dict)  # test key -> what a failed test said
+    notes: list = field(default_factory=list)  # what the grader noticed
     problems: list = field(default_factory=list)  # what stopped the notebook (kernel died, time limit...)
     usage: dict = field(default_factory=dict)
-    rejected_messages: int = 0
 
 
-def execute_notebook(notebook, isolation, settings, slot=0, home_files=None, name="submission"):
-    """Execute `notebook` in place in a sandboxed kernel; return a Report.
+BOOTSTRAP = """\
+__autograder_agent__ = {{"__name__": "autograder_agent", "__builtins__": __builtins__}}
+exec(compile({source!r}, "<autograder agent>", "exec"), __autograder_agent__)
+__autograder_agent__["start"]({fd}, globals())
+del __autograder_agent__
+"""
+
+
+def execute_notebook(notebook, isolation, settings, reference, slot=0, home_files=None, name="submission"):
+    """Execute `notebook` in place, student cells in a sandboxed kernel; return a Report.
 
     `notebook` must come from the trusted assembly (autograder/assemble.py): its nbgrader
-    metadata says which cells are the instructor's."""
+    metadata says which cells are the instructor's. `reference` is `reference_cells()` of
+    the instructor's notebook."""
     report = Report()
     plan = [(index, cell, cell_kind(cell)) for index, cell in enumerate(notebook.cells)]
-    instructor = {cell_key(cell, i): [cell.source, kind == "test"] for i, cell, kind in plan
-                  if kind in ("instructor", "test")}
-    modules = imported_modules(source for source, _ in instructor.values())
-    config = {
-        "cells": instructor,
-        "modules": modules,
-        "families": sorted(({m.split(".")[0] for m in modules} | LIBRARY_FAMILIES) - {"sys", "os", "builtins"}),
-        "cell_timeout": settings.cell_timeout,
-        "trusted_prefixes": trusted_prefixes(),
-    }
     budget = {"left": settings.notebook_output_limit}
     started = time.monotonic()
     for _, cell, kind in plan:
@@ -514,66 +445,62 @@ def execute_notebook(notebook, isolation, settings, slot=0, home_files=None, nam
     box = sandbox.Sandbox(isolation, settings.limits, slot=slot, name=name)
     kernel = None
     stop = ""
+
+    def not_run(cell, key):
+        cell.outputs = [grader_error("NotRun", f"This test did not run: {stop}")]
+        report.verdicts[key] = "not run"
+
     try:
-        kernel = Kernel(box, settings, config, home_files)
+        kernel = Kernel(box, settings, home_files)
         kernel.wait_ready()
-        bootstrap = (
-            "__autograder_g__ = {'__builtins__': __import__('builtins').__dict__.copy(), "
-            "'__name__': 'autograder_guard'}\n"
-            f"exec(compile({GUARD_SOURCE!r}, '<autograder guard>', 'exec'), __autograder_g__)\n"
-            f"__autograder_g__['_install']({kernel.config_fd}, {kernel.verdict_fd}, globals())\n"
-            "del __autograder_g__\n")
-        discard = Outputs({"left": 10_000}, 10_000)
-        reply = kernel.execute(bootstrap, settings.startup_timeout, discard, silent=True)
-        ready = kernel.verdicts.wait("ready", 30)
-        if reply.get("status") != "ok" or ready is None:
+        bootstrap = BOOTSTRAP.format(source=AGENT_SOURCE, fd=kernel.agent_fd)
+        reply = kernel.execute(bootstrap, settings.startup_timeout, Outputs({"left": 10_000}, 10_000), silent=True)
+        if reply.get("status") != "ok":
             detail = reply.get("evalue") or kernel.stderr_tail.decode("utf-8", "replace")[-800:]
-            raise GraderFault(f"the grader's guard did not start in the kernel: {reply.get('ename', '')} {detail}")
+            raise GraderFault(f"the grader's agent did not start in the kernel: {reply.get('ename', '')} {detail}")
+        channel = referee.Channel(kernel.agent_socket, pump=None, interrupt=kernel.interrupt, references={})
+        judge = referee.Referee(channel, reference)
         for index, cell, kind in plan:
             if not kind:
                 continue
             key = cell_key(cell, index)
-            if stop:
-                if kind == "test":
-                    cell.outputs = [grader_error("NotRun", f"This test did not run: {stop}")]
-                    report.verdicts[key] = "not run"
-                continue
             left = settings.submission_timeout - (time.monotonic() - started)
-            if left <= 0:
+            if not stop and left <= 0:
                 stop = f"the notebook ran past its time limit ({settings.submission_timeout:g} s)"
                 report.problems.append(stop)
+            if stop:
                 if kind == "test":
-                    cell.outputs = [grader_error("NotRun", f"This test did not run: {stop}")]
-                    report.verdicts[key] = "not run"
+                    not_run(cell, key)
                 continue
             outputs = Outputs(budget, settings.cell_output_limit)
+            extra = []
             try:
-                if kind == "student":
-                    kernel.execute(cell.source, min(settings.cell_timeout, left), outputs)
+                if kind == "test":
+                    verdict, message, extra = run_test(kernel, channel, judge, cell.source, key,
+                                                       min(settings.cell_timeout, left), outputs)
+                    report.verdicts[key] = verdict
+                    if message:
+                        report.messages[key] = message
                 else:
-                    nonce = uuid.uuid4().hex
-                    code = f"__import__('sys').audit('autograder.run', {key!r}, {nonce!r})"
-                    kernel.execute(code, min(settings.cell_timeout + 30, left), outputs)
-                    message = kernel.verdicts.wait(nonce, 10)
-                    _apply_verdict(cell, kind, key, message, outputs, report)
-                    if message is not None and message.get("status") == "timeout":
-                        stop = f"{key} ran past the time limit and the kernel had to be stopped"
-                        report.problems.append(stop)
-                        kernel.box.kill()
-            except KernelDied as error:
+                    kernel.execute(cell.source, min(settings.cell_timeout, left), outputs)
+                    if kind == "instructor":
+                        judge.run_setup(cell.source, key)
+            except (KernelDied, referee.GradingStopped) as error:
                 stop = _death_reason(str(error), box, settings)
                 report.problems.append(stop)
                 outputs.outputs.append(grader_error("KernelDied", stop))
                 if kind == "test":
                     report.verdicts[key] = "failed"
+                    report.messages[key] = stop
+                kernel.box.kill()
             finally:
-                cell.outputs = outputs.finish() + [o for o in cell.outputs if o.get("ename") == "NotRun"]
+                cell.outputs = outputs.finish() + extra
             if any(o.get("ename") == "MemoryError" for o in cell.outputs):
                 text = (f"a cell ran out of memory (the memory limit is "
                         f"{settings.limits.memory / sandbox.GiB:g} GiB per submission)")
                 if text not in report.problems:
                     report.problems.append(text)
-            if outputs.timed_out and kind == "student":
+            if outputs.timed_out and kind != "test":
                 text = f"a cell ran past its time limit ({settings.cell_timeout:g} s) and was interrupted"
                 cell.outputs.append(grader_error("TimeoutError", f"This cell ran past its time limit "
                                                                  f"({settings.cell_timeout:g} s) and was interrupted."))
@@ -584,39 +511,66 @@ def execute_notebook(notebook, isolation, settings, slot=0, home_files=None, nam
         report.problems.append(stop)
         for index, cell, kind in plan:
             if kind == "test" and cell_key(cell, index) not in report.verdicts:
-                cell.outputs = [grader_error("NotRun", f"This test did not run: {stop}")]
-                report.verdicts[cell_key(cell, index)] = "not run"
+                not_run(cell, cell_key(cell, index))
     finally:
         report.usage = box.usage()
         if kernel is not None:
-            report.rejected_messages = kernel.verdicts.rejected
             kernel.close()
         box.close()
     return report
 
 
-def _apply_verdict(cell, kind, key, message, outputs, report):
-    """Turn the guard's signed report into the cell's outcome."""
-    # A test's own printed output stays; results it "returned" give no partial credit.
-    outputs.outputs = [o for o in outputs.outputs if o.output_type != "execute_result"]
-    if message is None:
-        status = "failed"
-        outputs.outputs.append(grader_error(
-            "NoVerdict", "The grader received no report that this cell ran to its end, so it counts as "
-                         "failed (was the kernel's execution changed by the notebook's code?)."))
-    else:
-        status = message.get("status", "failed")
-        for text in message.get("notes", []):
-            if text not in report.notes:
-                report.notes.append(text)
-        if status != "passed":
-            outputs.outputs.append(nbformat.v4.new_output(
-                "error", ename=str(message.get("ename", "Error")), evalue=str(message.get("evalue", "")),
-                traceback=[str(t) for t in message.get("traceback", [])] or
-                          [f"{message.get('ename')}: {message.get('evalue')}"]))
-    cell.metadata["autograder"] = {"verdict": status}
-    if kind == "test":
-        report.verdicts[key] = status
+def run_test(kernel, channel, judge, source, key, timeout, outputs):
+    """Run one test cell here, its calls answered by the kernel's agent.
+
+    Returns (verdict, message, outputs to add: what the test printed, its error)."""
+    token = uuid.uuid4().hex
+
+    def from_kernel(message):
+        """What the student's code printed while the test ran: shown, never held against it."""
+        kind = message["msg_type"]
+        if kind == "error":
+            return  # the test's own message says what failed
+        if kind == "stream":
+            message = {**message, "content": {**message["content"], "name": "stdout"}}
+        outputs(message)
+
+    run = kernel.start(f"__autograder__.serve({token!r})", from_kernel, silent=True)
+
+    def pump(seconds, fd):
+        ready = run.pump(seconds, fd)
+        channel.ended = run.reply is not None
+        return ready
+
+    channel.pump = pump
+    channel.begin(token, time.monotonic() + timeout)
+    try:
+        passed, ename, evalue, printed = judge.run_test(source, key)
+    finally:
+        channel.finish()
+    _wait_for_end(kernel, run)
+    extra = []
+    if printed:
+        extra.append(nbformat.v4.new_output("stream", name="stdout", text=printed[:TEST_PRINT_LIMIT]))
+    if passed:
+        return "passed", "", extra
+    extra.append(grader_error(ename, evalue))
+    return "failed", f"{ename}: {evalue}", extra
+
+
+def _wait_for_end(kernel, run):
+    """The agent's cell ends once told; a kernel that does not end it is interrupted, then stopped."""
+    deadline = time.monotonic() + 10
+    interrupted = False
+    while not run.done():
+        if time.monotonic() > deadline:
+            if interrupted:
+                raise referee.GradingStopped("the kernel did not return from a test and did not stop when "
+                                             "interrupted")
+            kernel.interrupt()
+            interrupted, deadline = True, time.monotonic() + 10
+        run.pump(0.2)
+    run.finish()
 
 
 def _death_reason(text, box, settings):

@@ -53,6 +53,7 @@ class Result:
     seconds: float = 0.0
     flags: list = field(default_factory=list)  # what the grader noticed: changed cells, refused tricks
     problems: list = field(default_factory=list)  # what stopped the notebook: time, memory, a dead kernel
+    messages: dict = field(default_factory=dict)  # test cell -> what it said when it failed
 
     def line(self):
         return json.dumps(asdict(self), sort_keys=True)
@@ -231,9 +232,8 @@ class Grader:
                 result.message = f"grading failed: {answer['error']}"
             else:
                 result.score, result.tests = answer["score"], answer["tests"]
-                result.flags = answer["notes"] + ([f"{answer['rejected_messages']} forged or garbled messages on "
-                                                   "the grader's channel were ignored"]
-                                                  if answer.get("rejected_messages") else [])
+                result.flags = answer["notes"]
+                result.messages = answer.get("messages", {})
                 result.problems = answer["problems"]
                 result.status = "graded"
                 result.message = self._summary(result)

@@ -1,16 +1,19 @@
 """nbgrader's autograde, with the notebook executed by autograder/executor.py.
 
-nbgrader's own Execute preprocessor runs a kernel with the grader's rights and trusts
-what the kernel reports. `SandboxedExecute` takes its place in `Autograde`'s
-preprocessors (see course_directory.py): the kernel runs in the sandbox, and each test
-cell's outcome is the guard's signed verdict. Everything else (restoring the
-instructor's cells, checksums, saving grades, feedback) stays nbgrader's.
+nbgrader's own Execute preprocessor runs every cell, tests included, in one kernel
+with the grader's rights, and trusts what the kernel reports. `SandboxedExecute` takes
+its place in `Autograde`'s preprocessors (see course_directory.py): the student's cells
+run in a sandboxed kernel, the test cells in this process against the student's
+functions (autograder/referee.py), and a test cell's outputs end with an error exactly
+when it failed here. Everything else (restoring the instructor's cells, checksums,
+saving grades, feedback) stays nbgrader's.
 """
 
 import json
 import os
 from pathlib import Path
 
+import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
@@ -26,6 +29,7 @@ class SandboxedExecute(NbGraderPreprocessor):
     slot = Integer(0).tag(config=True)
     report_dir = Unicode("").tag(config=True)
     home_dir = Unicode("", help="files the student's kernel finds in its home folder").tag(config=True)
+    source_dir = Unicode("", help="the instructor's notebooks: the reference answers").tag(config=True)
 
     def preprocess(self, nb, resources):
         isolation = sandbox.probe(allow_unsandboxed=True) if self.isolate else sandbox.Isolation(False)
@@ -38,8 +42,9 @@ class SandboxedExecute(NbGraderPreprocessor):
         if self.home_dir and os.path.isdir(self.home_dir):
             home = {p.name: p.read_bytes() for p in sorted(Path(self.home_dir).iterdir()) if p.is_file()}
         name = resources.get("unique_key", "notebook")
-        report = executor.execute_notebook(nb, isolation, settings, slot=self.slot, home_files=home,
-                                           name=str(name)[:40])
+        source = nbformat.read(Path(self.source_dir) / f"{name}.ipynb", as_version=4)
+        report = executor.execute_notebook(nb, isolation, settings, executor.reference_cells(source),
+                                           slot=self.slot, home_files=home, name=str(name)[:40])
         if self.report_dir:
             Path(self.report_dir).mkdir(parents=True, exist_ok=True)
             (Path(self.report_dir) / f"{name}.json").write_text(json.dumps(report.__dict__))

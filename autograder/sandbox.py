@@ -2,11 +2,14 @@
 
 What a sandboxed process sees and may do:
 
-* its own filesystem view: the system (/usr, /etc) and this Python read-only, a
-  private, size-limited scratch folder (/home/student, holding only the files the
-  grader puts there), a private /tmp, and /run/ipc for the kernel's sockets. The
-  repository, solutions/, gradebooks, other students' work and the instructor's home
-  are not there at all; /proc and /sys are not mounted.
+* its own filesystem view, read-only but for four private, size-limited tmpfs mounts:
+  a scratch folder (/home/student, holding only the files the grader puts there), /tmp
+  and /dev/shm (Limits.scratch each, 512 MiB by default), and /run/ipc for the kernel's
+  sockets (16 MiB). The rest is read-only, whoever runs the grader: the system (/usr,
+  /etc), this Python, and bubblewrap's own root and /dev (remounted read-only once
+  everything is mounted; /dev keeps its device nodes). The repository, solutions/,
+  gradebooks, other students' work and the instructor's home are not there at all;
+  /proc and /sys are not mounted.
 * no network: a network namespace of its own (its loopback reaches nothing outside);
 * its own process tree (a pid namespace): killing the sandbox's first process kills
   every process started inside, daemons included;
@@ -15,7 +18,9 @@ What a sandboxed process sees and may do:
   instructor's uid inside a user namespace, seeing nothing but the view above;
 * limits: memory and processes through a cgroup (v1 or v2, nested under the grader's
   own cgroup) when the grader may create one, else through setrlimit; CPU time, file
-  size and open files through setrlimit; the scratch folders are size-limited tmpfs.
+  size and open files through setrlimit; disk use through the sizes of the tmpfs mounts
+  above (tmpfs lives in memory: when a cgroup limits memory, what is written there
+  counts against it too).
 
 `probe()` says which of these this machine provides. Without bubblewrap the grader
 refuses to run student code unless the instructor passes --no-isolation.
@@ -40,6 +45,7 @@ MiB = 1024 ** 2
 
 HOME = "/home/student"
 IPC = "/run/ipc"
+IPC_SIZE = 16 * MiB  # the size of /run/ipc
 # Numeric uids for student code when the grader runs as root: one per parallel job and
 # grading batch, far above any real account. They need no /etc/passwd entry.
 UID_BASE = 1_900_000_000
@@ -59,7 +65,7 @@ class Limits:
     cpu_seconds: int = 1800  # CPU time per process
     file_size: int = 256 * MiB
     open_files: int = 1024
-    scratch: int = 512 * MiB  # each of /home/student and /tmp
+    scratch: int = 512 * MiB  # each of /home/student, /tmp and /dev/shm
 
     def describe(self):
         return (f"memory {self.memory / GiB:g} GiB, {self.processes} processes, "
@@ -347,12 +353,15 @@ class Sandbox:
             args += ["--unshare-user", "--disable-userns"]
         args += _system_binds()
         size = str(self.limits.scratch)
+        # Every place student code may write is a size-limited tmpfs (/tmp, /home/student,
+        # /dev/shm, /run/ipc); the rest is made read-only once every mount is in place.
         args += ["--dev", "/dev",
+                 "--size", size, "--perms", "1777", "--tmpfs", "/dev/shm",
                  "--size", size, "--perms", "1777", "--tmpfs", "/tmp",
                  "--perms", "0755", "--dir", "/home",
                  "--size", size, "--perms", "0700", "--tmpfs", HOME,
                  "--perms", "0755", "--dir", "/run",
-                 "--size", str(16 * MiB), "--perms", "0700", "--tmpfs", IPC]
+                 "--size", str(IPC_SIZE), "--perms", "0700", "--tmpfs", IPC]
         # After the private /tmp and /home: a virtual environment may live under either
         # (a clone in /tmp, say), and a later mount would hide it.
         for root in _python_roots():
@@ -367,6 +376,10 @@ class Sandbox:
                 args += ["--ro-bind", str(cpu / name), f"/sys/devices/system/cpu/{name}"]
         for inside, host in (files or {}).items():
             args += ["--ro-bind", str(host), inside]
+        # Last of the mounts: bwrap's root and /dev are tmpfs of unlimited size, writable by
+        # student code when it runs under the instructor's uid. Read-only, each of them
+        # alone (the mounts on them keep their own flags).
+        args += ["--remount-ro", "/dev", "--remount-ro", "/"]
         args += ["--chdir", cwd, "--clearenv"]
         for key, value in (env or {}).items():
             args += ["--setenv", key, value]

@@ -8,11 +8,17 @@ Accepted, for an assignment ASSIGNMENT:
 
 Nothing here runs student code. A submission that cannot be read becomes a Submission
 with an `error`, so that it is reported and the rest of the batch goes on.
+
+Student ids name files (results/STUDENT.json) and gradebook rows, so they are safe in
+paths and one-to-one: two different names never share an id, and two submissions that
+resolve to one id are both refused rather than one recorded over the other.
 """
 
 import hashlib
 import re
+import unicodedata
 import zipfile
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -20,6 +26,13 @@ import nbformat
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 MAX_ZIP_BYTES = 100 * 1024 * 1024
+MAX_UNZIPPED_BYTES = 100 * 1024 * 1024  # notebooks inflated from one zip, all members together
+MAX_ZIP_MEMBERS = 10_000
+CHUNK_BYTES = 1024 * 1024
+
+SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+HASH_DIGITS = 12
+MADE_ID = re.compile(rf"-[0-9a-f]{{{HASH_DIGITS}}}")  # how the ids student_id makes end
 
 
 @dataclass
@@ -28,7 +41,7 @@ class Submission:
     source: str  # the path the instructor gave, for messages
     notebooks: dict = field(default_factory=dict)  # expected file name -> notebook bytes
     error: str = ""
-    duplicate: bool = False  # a second submission for the same student: reported, not recorded
+    duplicate: bool = False  # another submission of the batch has this id: reported, never recorded
 
     def digest(self):
         """A fingerprint of the submitted notebooks, to recognise an unchanged resubmission."""
@@ -39,9 +52,22 @@ class Submission:
 
 
 def student_id(name):
-    """A safe student id from a file or folder name: letters, digits, '.', '_', '-'."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
-    return cleaned[:64]
+    """The student id of a file or folder name: safe in paths, and one-to-one.
+
+    A name that is already a safe id (letters, digits, '.', '_', '-'; at most 64
+    characters; not starting with '.' or '-', so neither hidden nor an option nor a
+    spreadsheet formula) stays as it is. Any other name gets a cleaned form plus a hash
+    of the name itself, so that "a b" and "a_b" or two long names sharing their first
+    64 characters stay two students. A safe name that ends like such a hash is hashed
+    too: otherwise a file named after another student's id would share it.
+    """
+    if SAFE_ID.fullmatch(name) and not MADE_ID.search(name):
+        return name
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_name).strip("._-")
+    cleaned = cleaned[:64 - HASH_DIGITS - 1].rstrip("._-") or "student"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
+    return f"{cleaned}-{digest}"
 
 
 def check_notebook(data, label):

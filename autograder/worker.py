@@ -41,7 +41,8 @@ def grade(task):
     course = CourseDirectory(work, task["settings"].get("cell_timeout", 120))
     home = work / "home"
     home.mkdir()
-    course.configure_grading(report_dir=str(work / "reports"), home_dir=str(home), **task["settings"])
+    course.configure_grading(report_dir=str(work / "reports"), home_dir=str(home),
+                             source_dir=str(work / "source" / assignment), **task["settings"])
     folder = work / "submitted" / student / assignment
     folder.mkdir(parents=True)
     notes = []
@@ -73,21 +74,23 @@ def grade(task):
                 if grade_row.max_score > 0:
                     tests[grade_row.name] = [float(grade_row.score), float(grade_row.max_score)]
         score, max_score = float(submission.score), float(submission.max_score)
-    # The guard's verdicts decide: a test it did not see pass scores nothing, whatever
-    # the notebook's outputs led nbgrader to think.
-    verdicts = {}
+    # The verdicts reached outside the kernel decide; nbgrader, which reads the outputs,
+    # must agree with them.
+    verdicts, messages = {}, {}
     for report in reports.values():
         verdicts.update(report["verdicts"])
+        messages.update(report["messages"])
     for name, (got, top) in tests.items():
-        if got > 0 and verdicts.get(name) != "passed":
-            raise RuntimeError(f"internal inconsistency: nbgrader scored {name} but the guard did not see it pass")
+        if (got > 0) != (verdicts.get(name) == "passed"):
+            raise RuntimeError(f"internal inconsistency: nbgrader gave {name} {got:g} of {top:g} points, "
+                               f"but the test {verdicts.get(name, 'did not run')}")
     feedback = sorted(str(p) for p in (work / "feedback" / student / assignment).glob("*.html"))
     return {
         "student": student, "score": score, "max_score": max_score, "tests": tests, "verdicts": verdicts,
+        "messages": messages,
         "notes": notes + [n for r in reports.values() for n in r["notes"]],
         "problems": [p for r in reports.values() for p in r["problems"]],
         "usage": {k: v for r in reports.values() for k, v in r["usage"].items()},
-        "rejected_messages": sum(r["rejected_messages"] for r in reports.values()),
         "feedback": feedback, "db": str(course.db_path),
     }
 
@@ -102,7 +105,14 @@ def main():
     from sqlalchemy.exc import SAWarning
 
     warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session use, harmless
+    # The test cells run in this process: on the CPU, like the student's sandboxed kernel
+    # (a tensor the tests make must be one the kernel can take).
+    os.environ["COURSE_FORCE_CPU"] = "1"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import nbgrader.apps  # noqa: F401  (imported now, while the parent prepares the batch)
+    import numpy  # noqa: F401  (the test cells need them: imported once per worker)
+    import torch  # noqa: F401
+
     import autograder.preprocessor  # noqa: F401
     for line in sys.stdin:
         if not line.strip():

@@ -1,0 +1,398 @@
+"""The trusted side of grading: test cells run here, where no student code ever runs.
+
+A graded notebook runs in two processes. The student's cells run in a sandboxed kernel
+(autograder/executor.py); the instructor's test cells run in the grader's own process,
+in a namespace where each graded name (every function and class a solution cell
+defines) is a `Remote`: a stand-in that asks the kernel's agent (autograder/agent.py)
+to call the student's object and gets back plain values (autograder/codec.py). Test
+code, the expected values it computes and the decision pass or fail never enter the
+kernel; only the arguments of a call do. A test passes when its cell runs to its end
+here without an exception.
+
+Objects that are not plain values (a module instance, a bound method) stay in the
+kernel; the test gets a `Remote` for them too. Helpers that need the student's objects
+themselves, for example to backpropagate through a module, are marked in the notebook
+with `@runs_beside_your_code`: they run in the kernel, next to the student's code, and
+their results are checked here like any answer.
+
+Each graded function is graded on its own: while the kernel answers a call that started
+from graded name F, every graded *function* defined before F in the notebook is bound,
+in the kernel, to a stand-in that asks this process for the reference answer
+(computed from the instructor's solution, which never leaves this process). A mistake
+in `softmax` then costs only the tests of `softmax`.
+"""
+
+import ast
+import builtins
+import contextlib
+import io
+import select
+import socket
+import struct
+import time
+import types
+import warnings
+
+from autograder import codec
+
+HELPER_MARK = "runs_beside_your_code"
+
+
+class GradingStopped(RuntimeError):
+    """The kernel cannot go on (it died or stopped answering): later tests do not run."""
+
+
+class AgentGone(RuntimeError):
+    pass
+
+
+def graded_names(solution_sources):
+    """[(name, is a function)] of what the solution cells define, in notebook order."""
+    names = []
+    for source in solution_sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.append((node.name, not isinstance(node, ast.ClassDef)))
+    return names
+
+
+# -- the connection to the kernel's agent ------------------------------------------------
+
+class Channel:
+    """The grader's end of the socket to one kernel's agent.
+
+    `pump(timeout, fd)` is the executor's: it handles the kernel's own messages (outputs,
+    the end of the agent's cell) for up to `timeout` seconds, and returns True as soon as
+    `fd` is readable. `interrupt()` interrupts the kernel."""
+
+    STUCK_AFTER = 10.0  # seconds an interrupted kernel has to answer
+
+    def __init__(self, sock, pump, interrupt, references):
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.pump, self.interrupt = pump, interrupt
+        self.references = references  # name -> reference function (this process)
+        self.buffer = bytearray()
+        self.proxies = {}  # handle id -> Remote
+        self.token = None
+        self.deadline = None
+        self.interrupted_at = None
+        self.ended = False  # the kernel's serving cell ended early
+        self.sequence = 0
+        self.allowed = frozenset()  # the references the kernel may ask for now
+        self.creating = None  # the origin of handles being decoded
+        self.referee = None  # the Referee that uses this channel
+
+    # -- one test cell ---------------------------------------------------------------
+    def begin(self, token, deadline):
+        self.token, self.deadline = token, deadline
+        self.interrupted_at, self.ended = None, False
+
+    def finish(self):
+        """Tell the agent the test cell is over (it may have ended already)."""
+        if self.token is not None and not self.ended:
+            try:
+                self._send({"op": "end", "token": self.token}, time.monotonic() + 5)
+            except (OSError, GradingStopped, codec.CodecError):
+                pass
+        self.token = None
+
+    # -- requests --------------------------------------------------------------------
+    def request(self, message, origin, references):
+        if self.token is None:
+            raise RuntimeError("the student's code can be called only from a test cell")
+        if self.ended:
+            raise AgentGone("the grader's helper in your kernel is no longer running (did the notebook's code "
+                            "change or stop it?), so this test cannot call your code")
+        self.sequence += 1
+        number = f"g{self.sequence}"
+        message = {**message, "id": number, "token": self.token, "references": list(references)}
+        outer_allowed, self.allowed = self.allowed, frozenset(references) | self.allowed
+        try:
+            self._send(message, self.deadline)
+            while True:
+                reply = self._receive(origin)
+                if reply.get("op") == "callback":
+                    self._answer_callback(reply)
+                    continue
+                if reply.get("op") != "result" or reply.get("id") != number:
+                    continue
+                if "error" in reply:
+                    error = reply["error"]
+                    if getattr(error, "remote_type", "") == "KeyboardInterrupt" and self.interrupted_at:
+                        raise TimeoutError("your code ran past the time limit of this test and was interrupted")
+                    raise error
+                return reply.get("value")
+        finally:
+            self.allowed = outer_allowed
+
+    def _answer_callback(self, message):
+        name = message.get("name")
+        reply = {"op": "result", "id": message.get("id"), "token": self.token}
+        if name not in self.allowed or name not in self.references:
+            reply["error"] = PermissionError(f"the reference {name!r} is not available here")
+        else:
+            try:
+                args = message.get("args") or []
+                kwargs = message.get("kwargs") or {}
+                if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+                    raise TypeError("malformed arguments")
+                with _quiet():
+                    reply["value"] = self.references[name](*args, **kwargs)
+            except Exception as error:
+                reply["error"] = error
+        try:
+            self._send(reply, self.deadline)
+        except (codec.CodecError, TypeError) as error:
+            self._send({**reply, "value": None, "error": error}, self.deadline)
+
+    # -- frames ------------------------------------------------------------------------
+    def _send(self, message, deadline):
+        frame = memoryview(codec.pack(message, self._encode_other))
+        while frame:
+            try:
+                sent = self.sock.send(frame)
+                frame = frame[sent:]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as error:
+                raise GradingStopped(f"the kernel's connection closed ({error})") from None
+            self._wait(deadline, writable=True)
+
+    def _receive(self, origin):
+        while True:
+            if len(self.buffer) >= 8:
+                (size,) = struct.unpack_from("<Q", self.buffer)
+                if size > codec.MAX_FRAME:
+                    raise GradingStopped("the kernel sent a message beyond the size limit")
+                if len(self.buffer) >= 8 + size:
+                    body = bytes(self.buffer[8:8 + size])
+                    del self.buffer[:8 + size]
+                    self.creating = origin
+                    try:
+                        message = codec.unpack(body, on_handle=self._proxy)
+                    except codec.CodecError as error:
+                        message = {"op": "garbled", "error": str(error)}
+                    if type(message) is not dict or message.get("token") != self.token:
+                        continue
+                    return message
+            self._wait(self.deadline)
+            try:
+                data = self.sock.recv(1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError as error:
+                raise GradingStopped(f"the kernel's connection closed ({error})") from None
+            if not data:
+                raise GradingStopped("the kernel closed its connection to the grader")
+            self.buffer += data
+
+    def _wait(self, deadline, writable=False):
+        """Until the socket is ready, handling the kernel's messages; the time limit."""
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now > deadline and self.interrupted_at is None:
+                self.interrupted_at = now
+                self.interrupt()
+            if self.interrupted_at is not None and now > self.interrupted_at + self.STUCK_AFTER:
+                raise GradingStopped("the kernel ran past the time limit and did not stop when interrupted")
+            if writable:
+                if select.select([], [self.sock], [], 0.05)[1]:
+                    return
+                self.pump(0.0, None)
+            elif self.pump(0.2, self.sock.fileno()):
+                return
+            if self.ended and not writable and not self._readable():
+                if self.interrupted_at is not None:
+                    raise TimeoutError("your code ran past the time limit of this test and was interrupted")
+                raise AgentGone("the grader's helper in your kernel stopped before it answered (did your code "
+                                "end it, or did the kernel restart?)")
+
+    def _readable(self):
+        return bool(select.select([self.sock], [], [], 0)[0])
+
+    # -- handles -------------------------------------------------------------------------
+    def _proxy(self, number, path, text):
+        proxy = self.proxies.get(number)
+        if proxy is None:
+            proxy = self.proxies[number] = Remote(self, handle=number, type_path=path, text=text,
+                                                  origin=self.creating)
+        return proxy
+
+    def _encode_other(self, value):
+        if isinstance(value, Remote) and object.__getattribute__(value, "_channel") is self:
+            handle = object.__getattribute__(value, "_handle")
+            if handle is None:
+                return {"name": object.__getattribute__(value, "_name")}
+            return {"ref": handle}
+        raise TypeError(f"a {type(value).__name__} cannot be sent to the student's kernel (values only)")
+
+
+@contextlib.contextmanager
+def _quiet():
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+# -- stand-ins for the student's objects -----------------------------------------------------
+
+# Classes a Remote may claim to be an instance of, by their module: library classes the
+# test cells check with isinstance (nn.Linear, say). A class of the student's own code
+# is represented by a stand-in class of the same name.
+LIBRARY_MODULES = ("builtins", "numpy", "torch", "collections", "functools", "math")
+
+
+class Remote:
+    """The student's object, in the kernel: calls and attributes are asked for there."""
+
+    __slots__ = ("_channel", "_name", "_handle", "_type_path", "_text", "_origin", "_referee")
+
+    def __init__(self, channel, name=None, handle=None, type_path="", text="", origin=None, referee=None):
+        for slot, value in (("_channel", channel), ("_name", name), ("_handle", handle), ("_type_path", type_path),
+                            ("_text", text), ("_origin", origin), ("_referee", referee)):
+            object.__setattr__(self, slot, value)
+
+    def _ask(self, op, args=(), kwargs=None, **fields):
+        get = object.__getattribute__
+        channel, origin = get(self, "_channel"), get(self, "_origin")
+        if origin is None:  # a helper: it acts for the graded objects it is given
+            origin = _first_origin((args, kwargs))
+        referee = channel.referee
+        message = {"op": op, "target": self, "args": list(args), "kwargs": dict(kwargs or {}), **fields}
+        return channel.request(message, origin, referee.references_for(origin))
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", args, kwargs)
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("__") and attribute.endswith("__"):
+            raise AttributeError(attribute)
+        return self._ask("getattr", attribute=attribute)
+
+    def __setattr__(self, attribute, value):
+        self._ask("setattr", attribute=attribute, value=value)
+
+    def __getitem__(self, key):
+        return self._ask("method", (key,), attribute="__getitem__")
+
+    def __len__(self):
+        return self._ask("len")
+
+    def __iter__(self):
+        return iter(self._ask("iterate"))
+
+    def __repr__(self):
+        get = object.__getattribute__
+        return get(self, "_text") or f"<your {get(self, '_name')}>"
+
+    @property
+    def __class__(self):
+        return _claimed_class(object.__getattribute__(self, "_type_path"))
+
+    @property
+    def __name__(self):
+        name = object.__getattribute__(self, "_name")
+        return name if name else self._ask("getattr", attribute="__name__")
+
+
+def _first_origin(value, depth=0):
+    if isinstance(value, Remote):
+        return object.__getattribute__(value, "_origin")
+    if depth < 4 and isinstance(value, (list, tuple)):
+        for item in value:
+            origin = _first_origin(item, depth + 1)
+            if origin is not None:
+                return origin
+    if depth < 4 and isinstance(value, dict):
+        return _first_origin(list(value.values()), depth + 1)
+    return None
+
+
+_stand_ins = {}
+
+
+def _claimed_class(path):
+    """The class a kernel object says it has: a library class of this process, or a stand-in."""
+    module, _, qualname = path.rpartition(".")
+    import sys
+
+    if module.split(".")[0] in LIBRARY_MODULES and module in sys.modules:
+        value = sys.modules[module]
+        for part in qualname.split("."):
+            value = getattr(value, part, None)
+        if isinstance(value, type):
+            return value
+    if path not in _stand_ins:
+        _stand_ins[path] = type(qualname.split(".")[-1] or "object", (), {"__module__": module or "notebook"})
+    return _stand_ins[path]
+
+
+# -- a notebook's instructor cells, run here ------------------------------------------------
+
+class Referee:
+    """The instructor's cells of one submission, and the reference answers."""
+
+    def __init__(self, channel, reference_cells):
+        """reference_cells: [(source, is a solution)], the instructor's notebook in order
+        without its test cells: setup and helper cells, and the reference solutions."""
+        self.channel = channel
+        channel.referee = self
+        self.graded = graded_names(source for source, solution in reference_cells if solution)
+        self.functions = [name for name, is_function in self.graded if is_function]
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+        for name, _ in self.graded:
+            self.namespace[name] = Remote(channel, name=name, type_path=f"notebook.{name}", origin=name)
+        channel.references = self._reference_functions(source for source, _ in reference_cells)
+
+    def _reference_functions(self, sources):
+        """Run the instructor's cells and the reference solutions, in order, in a namespace of their own."""
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        with _quiet():
+            for source in sources:
+                exec(compile(source, "<reference>", "exec"), namespace)
+        return {name: namespace[name] for name in self.functions if callable(namespace.get(name))}
+
+    def references_for(self, origin):
+        """The graded functions defined before `origin`: they answer with the reference."""
+        if origin not in self.functions and origin not in dict(self.graded):
+            return []
+        order = [name for name, _ in self.graded]
+        before = order[:order.index(origin)]
+        return [name for name in before if name in self.channel.references]
+
+    def run_setup(self, source, key):
+        """An instructor cell that is not a test (imports, helpers): here as well as in the kernel."""
+        with _quiet():
+            exec(compile(source, f"<{key}>", "exec"), self.namespace)
+        for name, value in list(self.namespace.items()):
+            if type(value) is types.FunctionType and getattr(value, HELPER_MARK, False) is True:
+                self.namespace[name] = Remote(self.channel, name=name, type_path=f"notebook.{name}", origin=None)
+
+    def run_test(self, source, key):
+        """(passed, error type name, message, what the test printed)."""
+        printed = io.StringIO()
+        try:
+            code = compile(source, f"<{key}>", "exec")
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(code, self.namespace)
+        except GradingStopped:
+            raise
+        except (Exception, SystemExit) as error:
+            name = getattr(error, "remote_type", None) or type(error).__name__
+            try:
+                message = str(error)
+            except Exception:
+                message = ""
+            if isinstance(error, codec.RemoteError):  # it came from the student's code
+                message = f"your code raised {name}" + (f": {message}" if message else "")
+            return False, name, message[:5000], printed.getvalue()
+        return True, "", "", printed.getvalue()

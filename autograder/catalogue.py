@@ -8,13 +8,17 @@ A catalogue is data, one YAML file per assignment in autograder/catalogues/:
         function: softmax               # grade_id of the solution cell it replaces
         verdict: wrong                  # wrong: must lose points; right: must keep them all
         explanation: One line for a student, naming the mistake and its fix.
+        hint: It matches a softmax   # optional: words the failed test's message must say
+        also: [other-id]             # optional: answers whose hint this one may get as well
         code: |
           def softmax(x, axis=-1):
               ...
 
 Each answer becomes a submission: the student version of the assignment with every
 solution cell filled in from the reference solution, except the one the answer
-replaces. The test suite grades them all and checks each verdict.
+replaces. The test suite grades them all and checks each verdict, that a wrong answer
+loses points only in the tests of its own function (`tests_of`), and that the messages
+it gets name its own mistake (`hint`) and no other answer's.
 """
 
 from dataclasses import dataclass
@@ -36,6 +40,11 @@ class Answer:
     verdict: str
     explanation: str
     code: str
+    hint: str = ""  # words the message of a failed test must contain, when the tests name this mistake
+    also: tuple = ()  # ids of other answers whose hint this one may also get (it makes both mistakes)
+
+    def also_matches(self, other_id):
+        return other_id in self.also
 
 
 def catalogue_path(assignment, catalogues=paths.CATALOGUES):
@@ -49,7 +58,7 @@ def load(assignment, catalogues=paths.CATALOGUES):
         raise ValueError(f"catalogue for {assignment!r} names assignment {data.get('assignment')!r}")
     answers, seen = [], set()
     for entry in data["answers"]:
-        answer = Answer(**entry)
+        answer = Answer(**{**entry, "also": tuple(entry.get("also", ()))})
         if answer.verdict not in VERDICTS:
             raise ValueError(f"{answer.id}: verdict must be one of {VERDICTS}, not {answer.verdict!r}")
         if answer.id in seen:
@@ -68,6 +77,20 @@ def reference_code(source_notebook):
             lines = [line for line in cell.source.splitlines() if line.strip() not in MARKERS]
             code[meta["grade_id"]] = "\n".join(lines)
     return code
+
+
+def tests_of(source_notebook):
+    """grade_id of each solution cell -> the test cells that grade it: those that follow it,
+    up to the next solution cell (each function's tests sit right below it)."""
+    tests, current = {}, None
+    for cell in source_notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            current = meta["grade_id"]
+            tests[current] = []
+        elif meta.get("grade") and current is not None:
+            tests[current].append(meta["grade_id"])
+    return tests
 
 
 def fill(student_notebook, code):

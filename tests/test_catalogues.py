@@ -1,4 +1,5 @@
-"""Every known wrong answer loses points; every known right answer keeps full marks.
+"""Every known wrong answer loses points, and only its own function's; every known right
+answer keeps full marks; a message that names a mistake names the right one.
 
 The catalogues in autograder/catalogues/ are graded through `python -m autograder
 grade` in one batch per assignment (in parallel), exactly as students' work is.
@@ -30,6 +31,13 @@ def test_every_graded_function_has_wrong_and_right_answers(assignment):
     assert any(a.verdict == "right" for a in answers)
 
 
+def own_tests(assignment):
+    import nbformat
+
+    (source,) = paths.assignment_notebooks(assignment)
+    return catalogue.tests_of(nbformat.read(source, as_version=4))
+
+
 @pytest.fixture(scope="module")
 def graded_answers(tmp_path_factory):
     results = {}
@@ -53,3 +61,37 @@ def test_known_answer_gets_its_verdict(graded_answers, assignment, answer):
     else:
         assert result["score"] == result["max_score"], (
             f"right answer {answer.id!r} ({answer.explanation}) lost points: {result['message']}")
+
+
+@pytest.mark.parametrize("assignment", CATALOGUED)
+def test_a_mistake_costs_only_its_own_functions_points(graded_answers, assignment):
+    """The cascade: no catalogued wrong answer loses points in another function's tests."""
+    tests = own_tests(assignment)
+    worst, offenders = 0.0, []
+    for answer in catalogue.load(assignment):
+        result = graded_answers[assignment][answer.id]
+        elsewhere = {name: top - got for name, (got, top) in result["tests"].items()
+                     if got < top and name not in tests[answer.function]}
+        lost = sum(elsewhere.values())
+        worst = max(worst, lost)
+        if elsewhere:
+            offenders.append(f"{answer.id} ({answer.function}) lost {lost:g} points in {sorted(elsewhere)}")
+    print(f"{assignment}: largest loss beyond the answer's own function: {worst:g} points")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("assignment", CATALOGUED)
+def test_hints_name_the_answers_own_mistake(graded_answers, assignment):
+    """A catalogued hint is shown to the answer it describes, and to no answer it does not."""
+    answers = catalogue.load(assignment)
+    hints = {a.hint: a.id for a in answers if a.hint}
+    problems = []
+    for answer in answers:
+        text = " ".join(graded_answers[assignment][answer.id].get("messages", {}).values())
+        if answer.hint and answer.hint not in text:
+            problems.append(f"{answer.id}: its messages do not say {answer.hint!r}: {text[:300]}")
+        for hint, owner in hints.items():
+            if hint in text and hint != answer.hint and answer.verdict == "wrong" \
+                    and not answer.also_matches(owner):
+                problems.append(f"{answer.id}: its messages name another mistake ({owner}: {hint!r})")
+    assert not problems, "\n".join(problems)

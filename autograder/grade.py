@@ -284,19 +284,36 @@ class Grader:
         write_atomically(self.out / "results" / f"{result.student}.json", result.line() + "\n")
 
     def write_grades(self):
-        rows = []
-        for path in sorted((self.out / "results").glob("*.json")):
-            try:
-                rows.append(json.loads(path.read_text()))
-            except (OSError, ValueError):
-                continue
-        lines = [["student", "assignment", "score", "max_score", "status", "message"]]
-        lines += [[r["student"], r["assignment"], r["score"], r["max_score"], r["status"], r["message"]]
-                  for r in rows if r.get("assignment") == self.assignment]
-        temporary = self.out / ".grades.csv.tmp"
-        with open(temporary, "w", newline="") as handle:
-            csv.writer(handle).writerows(lines)
-        os.replace(temporary, self.out / "grades.csv")
+        write_grades_csv(self.out / "results", self.assignment, self.out / "grades.csv")
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(value):
+    """`value` as a cell no spreadsheet runs as a formula: text that would start one gets a
+    leading quote (messages quote file names and notebooks); numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def write_grades_csv(results_dir, assignment, csv_path):
+    """grades.csv from every recorded result of `assignment`, safe to open in a spreadsheet."""
+    rows = []
+    for path in sorted(Path(results_dir).glob("*.json")):
+        try:
+            rows.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    columns = ["student", "assignment", "score", "max_score", "status", "message"]
+    lines = [columns] + [[spreadsheet_text(row[column]) for column in columns]
+                         for row in rows if row.get("assignment") == assignment]
+    csv_path = Path(csv_path)
+    temporary = csv_path.with_name(f".{csv_path.name}.tmp")
+    with open(temporary, "w", newline="") as handle:
+        csv.writer(handle).writerows(lines)
+    os.replace(temporary, csv_path)
 
 
 def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=print, **options):

@@ -32,7 +32,7 @@ CHUNK_BYTES = 1024 * 1024
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 HASH_DIGITS = 12
-MADE_ID = re.compile(rf"-[0-9a-f]{{{HASH_DIGITS}}}")  # how the ids student_id makes end
+MADE_ID = re.compile(rf"-[0-9a-f]{{{HASH_DIGITS}}}\Z")  # how the ids student_id makes end
 
 
 @dataclass
@@ -112,31 +112,77 @@ def match_notebooks(found, expected, label):
     return chosen, ""
 
 
+class ZipRefused(Exception):
+    """A zip the grader will not read; the message says why, for the student."""
+
+
 def from_zip(path, expected):
-    label = path.name
-    student = student_id(path.stem)
+    """A zip from a learning management system: its notebooks, read within fixed limits."""
+    label, student = path.name, student_id(path.stem)
     try:
-        if path.stat().st_size > MAX_ZIP_BYTES:
-            return Submission(student, str(path), error=f"{label} is larger than {MAX_ZIP_BYTES // 2**20} MiB.")
-        with zipfile.ZipFile(path) as archive:
-            found = {}
-            for info in archive.infolist():
-                member = PurePosixPath(info.filename.replace("\\", "/"))
-                if member.is_absolute() or ".." in member.parts:
-                    return Submission(student, str(path), error=(
-                        f"{label} contains the path {info.filename!r}, which climbs out of the zip's "
-                        "folder; nothing was extracted."))
-                if info.is_dir() or member.suffix != ".ipynb" or "__MACOSX" in member.parts:
-                    continue
-                if ".ipynb_checkpoints" in member.parts:
-                    continue
-                if info.file_size > MAX_NOTEBOOK_BYTES:
-                    return Submission(student, str(path), error=f"{label}: {member.name} is too large.")
-                found[member.name] = archive.read(info)
-    except (zipfile.BadZipFile, OSError) as error:
+        found = read_zip(path, label)
+    except ZipRefused as refusal:
+        return Submission(student, str(path), error=str(refusal))
+    except Exception as error:  # zipfile and zlib raise many kinds for a broken archive
         return Submission(student, str(path), error=f"{label} is not a readable zip file ({error}).")
     notebooks, error = match_notebooks(found, expected, label)
     return Submission(student, str(path), notebooks, error)
+
+
+def read_zip(path, label):
+    """The notebooks in a zip, name -> bytes, inflating at most MAX_UNZIPPED_BYTES in all.
+
+    The sizes a zip declares are the sender's to forge, so the limits count the bytes
+    that actually come out, a chunk at a time: a zip bomb costs at most the limit.
+    """
+    if path.stat().st_size > MAX_ZIP_BYTES:
+        raise ZipRefused(f"{label} is larger than {MAX_ZIP_BYTES // 2**20} MiB.")
+    found, budget = {}, MAX_UNZIPPED_BYTES
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        if len(members) > MAX_ZIP_MEMBERS:
+            raise ZipRefused(f"{label} holds more than {MAX_ZIP_MEMBERS} files; nothing was read.")
+        for info in members:
+            member = PurePosixPath(info.filename.replace("\\", "/"))
+            if member.is_absolute() or ".." in member.parts:
+                raise ZipRefused(f"{label} contains the path {info.filename!r}, which climbs out of the zip's "
+                                 "folder; nothing was extracted.")
+            if info.is_dir() or member.suffix != ".ipynb" or {"__MACOSX", ".ipynb_checkpoints"} & set(member.parts):
+                continue
+            check_member(info, f"{label}: {member.name}")
+            data = read_member(archive, info, min(MAX_NOTEBOOK_BYTES, budget))
+            if data is None and budget < MAX_NOTEBOOK_BYTES:
+                raise ZipRefused(f"{label} unzips to more than {MAX_UNZIPPED_BYTES // 2**20} MiB of notebooks; "
+                                 "nothing was graded.")
+            if data is None:
+                raise ZipRefused(f"{label}: {member.name} unzips to more than {MAX_NOTEBOOK_BYTES // 2**20} MiB.")
+            budget -= len(data)
+            found[member.name] = data
+    return found
+
+
+def check_member(info, label):
+    """Refuse a member that cannot be read within bounds: encrypted, or not deflate or stored.
+
+    zipfile inflates bzip2 and lzma members without an output bound in one read, where
+    a few KiB can become GiB; every common zip tool writes deflate.
+    """
+    if info.flag_bits & 0x1:
+        raise ZipRefused(f"{label} is encrypted; zip it again without a password.")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise ZipRefused(f"{label} is compressed with method {info.compress_type}, which the grader does not "
+                         "read; zip it again with the usual (deflate) compression.")
+
+
+def read_member(archive, info, limit):
+    """The member's bytes, read a chunk at a time; None as soon as more than `limit` come out."""
+    data = bytearray()
+    with archive.open(info) as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            data += chunk
+            if len(data) > limit:
+                return None
+    return bytes(data)
 
 
 def from_folder(folder, assignment, expected):
@@ -151,7 +197,8 @@ def from_folder(folder, assignment, expected):
 
 
 def collect(paths, assignment, expected):
-    """All submissions named by `paths`, in order; unreadable ones carry an error."""
+    """All submissions named by `paths`, in order; unreadable ones, and any two that
+    resolve to one student id, carry an error."""
     submissions = []
     for given in map(Path, paths):
         if given.is_dir():
@@ -171,13 +218,25 @@ def collect(paths, assignment, expected):
             submissions.append(Submission(student_id(given.stem), str(given), notebooks, error))
         else:
             submissions.append(Submission(student_id(given.stem), str(given), error=f"{given} does not exist."))
-    seen = set()
+    refuse_collisions(submissions)
+    return submissions
+
+
+def refuse_collisions(submissions):
+    """Make every submission that shares its student id with another an error.
+
+    Neither is graded nor recorded (they are marked `duplicate`): which one is the
+    student's is the instructor's call, and any grade recorded earlier stays as it was.
+    """
+    by_student = defaultdict(list)
     for submission in submissions:
-        if not submission.student:
-            submission.student, submission.error = "unnamed", f"no student id can be taken from {submission.source}."
-        if submission.student in seen:
-            submission.error = f"a second submission for student {submission.student!r} ({submission.source}) was ignored."
+        by_student[submission.student].append(submission)
+    for student, sharing in by_student.items():
+        if len(sharing) < 2:
+            continue
+        sources = ", ".join(s.source for s in sharing)
+        for submission in sharing:
+            submission.error = (f"{len(sharing)} submissions resolve to student {student!r} ({sources}); none "
+                                "was graded or recorded: give the grader only one of them.")
             submission.notebooks = {}
             submission.duplicate = True
-        seen.add(submission.student)
-    return submissions

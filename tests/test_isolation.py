@@ -213,6 +213,138 @@ def test_scratch_folder_is_size_limited(isolation):
     assert int(done.stdout.split("MiB")[-1]) <= 64
 
 
+# A grader that is not root, run by an ordinary user (nobody's uid): ARGV repo, limits
+# (JSON), code, timeout. It prints the sandboxed command's outcome as JSON.
+UNPRIVILEGED_GRADER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from autograder import sandbox
+isolation = sandbox.probe()
+with sandbox.Sandbox(isolation, sandbox.Limits(**json.loads(sys.argv[2])), slot=7, name="test") as box:
+    done = box.run([sys.executable, "-c", sys.argv[3]], timeout=float(sys.argv[4]))
+print(json.dumps({"as_root": isolation.as_root, "returncode": done.returncode, "stdout": done.stdout,
+                  "stderr": done.stderr}))
+"""
+NOBODY = 65534
+
+
+@pytest.fixture(scope="module")
+def unprivileged(isolation):
+    """How to run a grader as an ordinary user: a command prefix (setpriv, a Python)."""
+    if os.geteuid() != 0:
+        pytest.skip("the tests run as an ordinary user: the [grader] variant is the non-root sandbox")
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is missing: no way to run the sandbox as an ordinary user")
+    user = [shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    userns = subprocess.run(user + [isolation.bwrap, "--unshare-user", "--ro-bind", "/", "/", "true"], cwd="/",
+                            capture_output=True, text=True, timeout=60)
+    if userns.returncode != 0:
+        pytest.skip("an ordinary user cannot create a user namespace here, so a grader that is not root has "
+                    f"no sandbox: {userns.stderr.strip()}")
+    # This Python, unless that user cannot read it (one under /root, say): then the system's.
+    tried = []
+    for python in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+        check = subprocess.run(user + [python, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                                       "from autograder import sandbox; print(sandbox.probe().as_root)", str(REPO)],
+                               cwd="/", capture_output=True, text=True, timeout=120)
+        if check.stdout.strip() == "False":
+            return {"command": user + [python, "-I"], "torch": python == sys.executable}
+        tried.append(f"{python}: {(check.stdout + check.stderr).strip()[-300:]}")
+    pytest.skip(f"no Python with which uid {NOBODY} can build a sandbox: {'; '.join(tried)}")
+
+
+@pytest.fixture(params=["grader", "unprivileged"])
+def grader(request, isolation):
+    """A function(code, limits) that runs code in a sandbox built by this process (as root,
+    most likely) or by a grader run as an ordinary user; .torch: whether its Python has PyTorch."""
+    if request.param == "grader":
+        def run_here(code, limits, timeout=120):
+            return run(isolation, code, limits, timeout=timeout)[0]
+        run_here.torch = True
+        return run_here
+    user = request.getfixturevalue("unprivileged")
+
+    def run_unprivileged(code, limits, timeout=120):
+        done = subprocess.run(user["command"] + ["-c", UNPRIVILEGED_GRADER, str(REPO), json.dumps(vars(limits)),
+                                                 textwrap.dedent(code), str(timeout)],
+                              cwd="/", capture_output=True, text=True, timeout=timeout + 60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outcome = json.loads(done.stdout.strip().splitlines()[-1])
+        assert outcome["as_root"] is False
+        return subprocess.CompletedProcess(code, outcome["returncode"], outcome["stdout"], outcome["stderr"])
+    run_unprivileged.torch = user["torch"]
+    return run_unprivileged
+
+
+def test_read_only_but_for_size_limited_scratch_mounts(grader):
+    """Nothing is writable but /tmp, /home/student, /dev/shm and /run/ipc, each a small tmpfs."""
+    scratch = 8 * sandbox.MiB
+    limits = sandbox.Limits(memory=768 * sandbox.MiB, processes=64, cpu_seconds=60, scratch=scratch)
+    done = grader(f"""
+        import errno, json, os, sys
+        seen = {{"refused": {{}}, "filled": {{}}}}
+        for folder in ["/", "/home", "/run", "/usr", "/etc", "/dev", "/proc", "/sys", "/sys/devices/system/cpu",
+                       os.path.dirname(sys.executable)]:
+            try:
+                with open(os.path.join(folder, "marker"), "w") as handle:
+                    handle.write("x")
+                seen["refused"][folder] = None
+            except OSError as error:
+                seen["refused"][folder] = errno.errorcode[error.errno]
+        for folder in ["/tmp", "/home/student", "/dev/shm", "/run/ipc"]:
+            with open(os.path.join(folder, "small"), "w") as handle:
+                handle.write("fine")
+            written, error = 0, None
+            fd = os.open(os.path.join(folder, "big"), os.O_WRONLY | os.O_CREAT)
+            try:
+                while written < 64 * 1024 * 1024:
+                    written += os.write(fd, b"x" * (1024 * 1024))
+            except OSError as failure:
+                error = errno.errorcode[failure.errno]
+            os.close(fd)
+            os.unlink(os.path.join(folder, "big"))
+            seen["filled"][folder] = [written, error, open(os.path.join(folder, "small")).read()]
+        with open("/dev/null", "w") as handle:
+            handle.write("devices still work")
+        seen["urandom"] = len(open("/dev/urandom", "rb").read(16))
+        print(json.dumps(seen))
+        """, limits)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    refused = seen["refused"]
+    assert all(refused.values()), f"student code wrote outside its scratch mounts: {refused}"
+    # Read-only, not merely someone else's: also as the instructor's uid in a user namespace.
+    assert {refused[f] for f in ["/", "/home", "/run", "/usr", "/etc", "/dev"]} == {"EROFS"}, refused
+    sizes = {"/tmp": scratch, "/home/student": scratch, "/dev/shm": scratch, sandbox.IPC: sandbox.IPC_SIZE}
+    for folder, (written, error, small) in seen["filled"].items():
+        assert small == "fine"
+        assert error == "ENOSPC" and sizes[folder] // 2 < written <= sizes[folder], (folder, written, error)
+    assert seen["urandom"] == 16
+
+
+def test_pytorch_and_shared_memory_work_in_the_sandbox(grader):
+    """/dev/shm is writable: multiprocessing's locks, shared memory, a DataLoader with workers."""
+    if not grader.torch:
+        pytest.skip(f"uid {NOBODY} cannot read the grader's Python (and PyTorch); the system's has no PyTorch")
+    limits = sandbox.Limits(memory=2 * sandbox.GiB, processes=64, cpu_seconds=120, scratch=64 * sandbox.MiB)
+    done = grader("""
+        import multiprocessing
+        from multiprocessing import shared_memory
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        lock = multiprocessing.Lock()
+        memory = shared_memory.SharedMemory(create=True, size=1024 * 1024)
+        memory.close()
+        memory.unlink()
+        shared = torch.zeros(1000).share_memory_()
+        loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=8, num_workers=2)
+        print("TOTAL", sum(batch[0].sum().item() for batch in loader), shared.is_shared())
+        """, limits, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "TOTAL 2016.0 True" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
 def test_grading_is_refused_without_a_sandbox(tmp_path):
     """No bwrap on PATH: a clear refusal, unless --no-isolation says otherwise."""
     notebook = tmp_path / "alice.ipynb"

@@ -1,11 +1,16 @@
-"""Tricks that try to raise a score must not: graded in one batch with an honest control.
+"""Tricks that try to raise a score must not, and honest answers that are noisy keep theirs.
 
 Every hostile submission is the student version of the self-attention assignment with
 wrong answers that have the right shapes (zeros; the `garbage` control), plus a trick in
-a cell of its own or inside an answer. A naive grader that trusts the kernel's report
-would give these full marks; ours must give each one at most what the same wrong
-answers get without the trick, test by test. The honest reference solution, graded in
-the same batch, keeps full marks and the untouched student version scores zero.
+a cell of its own or inside an answer: forged verdicts on every channel the kernel can
+reach, forged replies, a replaced agent, rewritten cells, patched libraries and ufuncs,
+objects that lie about equality or their class. A grader that trusts anything decided
+in the student's process would give these marks; ours must give each one at most what
+the same wrong answers get without the trick, test by test.
+
+Honest answers that warn, log, print a lot, use threads or compute with PyTorch keep
+full marks. The reference solution, graded in the same batch, keeps full marks and the
+untouched student version scores zero.
 """
 
 import shutil
@@ -142,26 +147,60 @@ print("[AutogradeApp | INFO] Test cell test_softmax passed: 2.0 / 2.0")
 print('{"seq": 1, "type": "verdict", "status": "passed"}')
 """,
     "verdicts_forged": """
-import os, sys
-for fd in range(3, 64):
-    for line in (b'{"seq": 1, "type": "verdict", "cell": "test_softmax", "status": "passed"}\\tabc\\n',
-                 b'garbage without end'):
+import json, os, sys
+ip = get_ipython()
+passed = {"op": "result", "status": "passed", "verdict": "passed", "score": 24.0, "value": True}
+for fd in range(3, 64):  # every descriptor the kernel holds: pipes, sockets, the agent's included
+    for line in (json.dumps(passed).encode() + b"\\n", b"\\x08\\x00\\x00\\x00\\x00\\x00\\x00\\x00garbage!"):
         try:
             os.write(fd, line)
         except OSError:
             pass
-sys.audit("autograder.passed")
-sys.audit("autograder.run", "test_softmax", "0" * 32)
+session, kernel = ip.kernel.session, ip.kernel
+for parent in ({}, {"msg_id": "0" * 32}, {"msg_type": "execute_request"}):
+    session.send(kernel.iopub_socket, "stream", {"name": "stdout", "text": "test_softmax passed"}, parent=parent)
+    session.send(kernel.iopub_socket, "execute_result",
+                 {"data": {"text/plain": "True"}, "metadata": {}, "execution_count": 1}, parent=parent)
+print("[AutogradeApp | INFO] Test cell test_softmax passed: 2.0 / 2.0")
 """,
-    "guard_hunted": """
-import gc, sys
-found = []
-for attempt in (lambda: gc.get_objects(), lambda: sys._current_frames(), lambda: __import__("ctypes").string_at(id(1), 8),
-                lambda: sys.addaudithook(lambda *a: None), lambda: sys.settrace(lambda *a: None)):
+    "replies_forged_for_every_request": """
+# Answer every request the grader sends with an "ok" of its own, before the kernel runs it.
+ip = get_ipython()
+kernel = ip.kernel
+def _forge(stream, ident, parent):
+    content = {"status": "ok", "execution_count": 1, "user_expressions": {}, "payload": []}
+    kernel.session.send(stream, "execute_reply", content, parent, ident=ident)
+    kernel.session.send(kernel.iopub_socket, "status", {"execution_state": "idle"}, parent=parent)
+kernel.shell_handlers["execute_request"] = _forge
+""",
+    "agent_replaced": """
+# A stand-in for the grader's agent that answers every request with its own arguments.
+class _Echo:
+    def __init__(self, real):
+        self.real = real
+    def serve(self, token):
+        real = self.real
+        def answer(message):
+            args = message.get("args") or [None]
+            return {"op": "result", "id": message.get("id"), "token": message.get("token"), "value": args[0]}
+        real.answer = answer
+        return real.serve(token)
+__autograder__ = _Echo(__autograder__)
+""",
+    "input_transformer": """
+# Every later cell the kernel receives becomes `None`: the grader's requests included.
+get_ipython().input_transformers_post.append(lambda lines: ["None\\n"])
+""",
+    "audit_and_ufuncs_patched": """
+import sys
+import numpy._core.umath as umath
+sys.audit = lambda *args: None
+for name in ("equal", "isfinite", "less_equal", "greater", "subtract", "absolute"):
     try:
-        found.append(attempt())
-    except Exception as error:
-        print("refused:", type(error).__name__, error)
+        setattr(umath, name, umath.logical_or)
+    except Exception:
+        pass
+np.isclose = lambda a, b, *args, **kwargs: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), dtype=bool)
 """,
 }
 
@@ -236,6 +275,27 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     return (output if np.shape(output) == shape_o else np.zeros(shape_o),
             weights if np.shape(weights) == shape_w else np.zeros(shape_w))
 """),
+    "claims_to_be_numpy": ("softmax", """
+class _Anything:
+    __module__ = "numpy"
+    shape = (2, 3)
+    dtype = np.dtype(float)
+    def __eq__(self, other):
+        return True
+    def __array__(self, dtype=None, copy=None):
+        return np.ones(self.shape)
+def softmax(x, axis=-1):
+    return _Anything()
+"""),
+    "float_subclass": ("causal_mask", """
+class _Lenient(float):
+    def __eq__(self, other):
+        return True
+    def __bool__(self):
+        return True
+def causal_mask(n):
+    return [[_Lenient(0.0)] * n for _ in range(n)]
+"""),
     "exits_when_called": ("causal_mask", """
 def causal_mask(n):
     import sys
@@ -246,22 +306,76 @@ def self_attention(X, W_q, W_k, W_v, mask=None):
     import os
     os._exit(0)
 """),
-    "generator_frames": ("softmax", """
-def _spy():
-    while True:
-        yield
-_generator = _spy()
-next(_generator)
-def softmax(x, axis=-1):
-    try:
-        frame = _generator.gi_frame
-        next(_generator)
-    except Exception as error:
-        print("refused:", error)
-    return np.zeros_like(np.asarray(x, dtype=float))
-"""),
 }
 
+
+# Right answers that are noisy or unusual: each replaces one function of the reference.
+HONEST_VARIANTS = {
+    "warns": ("softmax", """
+import warnings
+def softmax(x, axis=-1):
+    warnings.warn("softmax: computing", UserWarning)
+    warnings.warn("softmax: numerics", RuntimeWarning)
+    x = np.asarray(x)
+    exponentials = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return exponentials / np.sum(exponentials, axis=axis, keepdims=True)
+"""),
+    "logs": ("scaled_dot_product_attention", """
+import logging
+logging.basicConfig(level=logging.INFO)
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    logging.info("attention for Q of shape %s", np.shape(Q))
+    logging.warning("this goes to stderr")
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        scores = np.where(mask.any(axis=-1, keepdims=True), np.where(mask, scores, -np.inf), 0.0)
+    weights = softmax(scores, axis=-1)
+    if mask is not None:
+        weights = np.where(mask, weights, 0.0)
+    return weights @ V, weights
+"""),
+    "prints_a_lot": ("self_attention", """
+import sys
+def self_attention(X, W_q, W_k, W_v, mask=None):
+    print("self_attention " * 20000)
+    print("to stderr " * 20000, file=sys.stderr)
+    return scaled_dot_product_attention(X @ W_q, X @ W_k, X @ W_v, mask=mask)
+"""),
+    "threads": ("causal_mask", """
+from concurrent.futures import ThreadPoolExecutor
+def causal_mask(n):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rows = list(pool.map(lambda i: np.arange(n) <= i, range(n)))
+    return np.array(rows, dtype=bool).reshape(n, n)
+"""),
+    "torch_warns": ("SelfAttention", """
+import warnings
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, d_k, d_v=None, bias=False):
+        super().__init__()
+        d_v = d_k if d_v is None else d_v
+        self.d_k = d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, x, mask=None):
+        warnings.warn("forward: a UserWarning from the student's module")
+        queries, keys, values = self.W_q(x), self.W_k(x), self.W_v(x)
+        scores = queries @ keys.transpose(-2, -1) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        weights = torch.softmax(scores, dim=-1)
+        if mask is not None:
+            weights = weights.masked_fill(~mask, 0.0)
+        return weights @ values, weights
+"""),
+    "torch_softmax": ("softmax", """
+def softmax(x, axis=-1):
+    return torch.softmax(torch.from_numpy(np.asarray(x)), dim=axis).numpy()
+"""),
+}
 
 def build(folder):
     (source,) = paths.assignment_notebooks(ASSIGNMENT)
@@ -281,6 +395,9 @@ def build(folder):
         save(name, notebook)
     for name, (function, code) in TRICK_ANSWERS.items():
         save(name, catalogue.fill(garbage, {function: code.strip()}))
+    _, _, reference = student_and_reference(ASSIGNMENT)
+    for name, (function, code) in HONEST_VARIANTS.items():
+        save(f"honest_{name}", catalogue.fill(student, {**reference, function: code.strip()}))
     return batch
 
 
@@ -319,9 +436,14 @@ def test_one_line_per_student_whatever_the_kernel_prints(graded):
     assert graded["results"]["fake_results_printed"]["score"] <= graded["results"]["garbage"]["score"]
 
 
-def test_refusals_are_reported_to_the_instructor(graded):
+@pytest.mark.parametrize("variant", sorted(HONEST_VARIANTS))
+def test_warnings_logging_prints_and_threads_cost_nothing(graded, variant):
+    result = graded["results"][f"honest_{variant}"]
+    assert result["status"] == "graded" and result["score"] == result["max_score"], (
+        f"{variant}: {result['message']} {result.get('messages')}")
+
+
+def test_a_killed_kernel_is_reported_to_the_instructor(graded):
     results = graded["results"]
-    assert any("refused" in flag for flag in results["guard_hunted"]["flags"]), results["guard_hunted"]["flags"]
-    assert any("forged" in flag or "ignored" in flag for flag in results["verdicts_forged"]["flags"]), \
-        results["verdicts_forged"]["flags"]
     assert results["kernel_killed"]["problems"], results["kernel_killed"]["message"]
+    assert results["dies_when_called"]["status"] == "graded", results["dies_when_called"]["message"]

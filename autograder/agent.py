@@ -61,7 +61,8 @@ class Agent:
         finally:
             _signal.pthread_sigmask(_signal.SIG_SETMASK, previous)
         return unpack(body, on_ref=lambda number: self.handles.get(number, _Undefined(f"object {number}")),
-                      on_name=lambda name: self.user_ns.get(name, _Undefined(name)))
+                      on_name=lambda name: self.user_ns.get(name, _Undefined(name)),
+                      on_callable=self.grader_function)
 
     def _read(self, size):
         data = bytearray(size)
@@ -162,9 +163,21 @@ class Agent:
                              f"its calls to {name} with correct results.")
         return reference
 
+    def grader_function(self, number):
+        """A function the test passed to the student's code (the f of a numerical gradient,
+        say): it runs in the grader, on the values it is called with."""
+        agent = self
+
+        def function(*args, **kwargs):
+            return agent.callback(number, args, kwargs)
+
+        function.__name__ = function.__qualname__ = "test_function"
+        return function
+
     def callback(self, name, args, kwargs):
+        """Ask the grader to run a reference function (by name) or a test's function (by number)."""
         if self.token is None:
-            raise RuntimeError(f"the reference {name} answers only while your code is graded")
+            raise RuntimeError(f"the grader's function {name} answers only while your code is graded")
         self.sequence += 1
         number, token = f"k{self.sequence}", self.token
         self.send({"op": "callback", "id": number, "token": token, "name": name, "args": list(args),

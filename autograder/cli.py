@@ -33,6 +33,9 @@ def main(argv=None):
                        help="run student code WITHOUT a sandbox, with your rights, files and network "
                             "(only where bubblewrap cannot run, and only for code you trust)")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    grade.add_argument("--feedback-hidden-tests", action="store_true",
+                       help="show the full source of hidden tests in feedback pages (default: each failed "
+                            "test's message only; hidden tests stay hidden from students)")
 
     validate = commands.add_parser("validate", help="run a notebook and say which visible tests pass")
     validate.add_argument("notebook")
@@ -71,7 +74,7 @@ def main(argv=None):
                         progress=not args.no_progress, emit=lambda line: print(line, flush=True),
                         cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
                         memory=limits.memory, processes=limits.processes, db_url=args.db,
-                        isolate=isolation.sandboxed)
+                        isolate=isolation.sandboxed, feedback_hidden_tests=args.feedback_hidden_tests)
         except RuntimeError as error:  # the gradebook cannot be used: nothing is recorded
             print(f"error: {error}", file=sys.stderr)
             return 2

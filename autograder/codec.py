@@ -13,10 +13,11 @@ int, float, str) or a one-key object naming what it is:
     {"ndarray": [dtype, shape, buffer]}   {"scalar": [dtype, buffer]}
     {"tensor": [dtype, shape, device type, requires_grad, buffer or -1]}
     {"complex": [re, im]}  {"slice": [start, stop, step]}  {"ellipsis": 0}
-    {"dtype": name}  {"device": name}  {"error": [type name, message]}
+    {"dtype": [library, name]}  {"device": name}  {"error": [type name, message]}
     {"handle": [id, type path, repr]}   an object that stays in the kernel
     {"ref": id}                          that object again, as an argument
     {"name": name}                       a global of the student's notebook
+    {"callable": id}                     a function of the grader's, called back there
 
 Arrays and tensors travel as raw little-endian buffers with their dtype and shape.
 `decode` builds only builtin containers, NumPy arrays and PyTorch tensors of numeric
@@ -108,9 +109,9 @@ def _encode_numpy(item, buffers):
         buffers.append(np.asarray(item).astype(item.dtype.newbyteorder("<")).tobytes())
         return {"scalar": [item.dtype.name, len(buffers) - 1]}
     if isinstance(item, np.dtype):
-        return {"dtype": item.name}
+        return {"dtype": ["numpy", item.name]}
     if isinstance(item, type) and issubclass(item, np.generic):
-        return {"dtype": np.dtype(item).name}
+        return {"dtype": ["numpy", np.dtype(item).name]}
     return None
 
 
@@ -130,7 +131,7 @@ def _encode_torch(item, buffers):
             index = len(buffers) - 1
         return {"tensor": [name, list(tensor.shape), device, bool(item.requires_grad), index]}
     if isinstance(item, torch.dtype):
-        return {"dtype": str(item).removeprefix("torch.")}
+        return {"dtype": ["torch", str(item).removeprefix("torch.")]}
     if isinstance(item, torch.device):
         return {"device": str(item)}
     return None
@@ -149,7 +150,7 @@ def pack(message, other=None):
 
 # -- decoding --------------------------------------------------------------------------
 
-def unpack(body, on_handle=None, on_ref=None, on_name=None):
+def unpack(body, on_handle=None, on_ref=None, on_name=None, on_callable=None):
     """The message in a frame body (without its 8-byte length)."""
     if len(body) < 4:
         raise CodecError("a truncated message")
@@ -168,10 +169,10 @@ def unpack(body, on_handle=None, on_ref=None, on_name=None):
             raise CodecError("a message whose buffers do not add up")
         buffers.append(memoryview(body)[offset:offset + length])
         offset += length
-    return decode(header.get("tree"), buffers, on_handle, on_ref, on_name)
+    return decode(header.get("tree"), buffers, on_handle, on_ref, on_name, on_callable)
 
 
-def decode(tree, buffers, on_handle=None, on_ref=None, on_name=None):
+def decode(tree, buffers, on_handle=None, on_ref=None, on_name=None, on_callable=None):
     count = [0]
 
     def walk(node, depth):
@@ -238,6 +239,9 @@ def decode(tree, buffers, on_handle=None, on_ref=None, on_name=None):
         if tag == "ref" and on_ref is not None:
             _expect(type(body) is int, tag)
             return on_ref(body)
+        if tag == "callable" and on_callable is not None:
+            _expect(type(body) is int, tag)
+            return on_callable(body)
         if tag == "name" and on_name is not None:
             _expect(type(body) is str and len(body) < 200, tag)
             return on_name(body)
@@ -306,11 +310,14 @@ def _available(device):
     return bool(module is not None and getattr(module, "is_available", lambda: False)())
 
 
-def _decode_dtype(name):
-    _expect(type(name) is str and name in NUMPY_DTYPES | TORCH_DTYPES, "dtype")
+def _decode_dtype(body):
+    _expect(type(body) is list and len(body) == 2 and body[0] in ("numpy", "torch"), "dtype")
+    library, name = body
+    _expect(name in (NUMPY_DTYPES if library == "numpy" else TORCH_DTYPES), "dtype")
+    import numpy as np
     import torch
 
-    return getattr(torch, name) if name in TORCH_DTYPES else __import__("numpy").dtype(name)
+    return getattr(torch, name) if library == "torch" else np.dtype(name)
 
 
 # -- exceptions that crossed -------------------------------------------------------------

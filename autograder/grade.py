@@ -144,7 +144,8 @@ class Worker:
 
 class Grader:
     def __init__(self, assignment, out, solutions=paths.SOLUTIONS, cell_timeout=120, submission_timeout=900,
-                 memory=sandbox.Limits.memory, processes=sandbox.Limits.processes, db_url=None, isolate=True):
+                 memory=sandbox.Limits.memory, processes=sandbox.Limits.processes, db_url=None, isolate=True,
+                 feedback_hidden_tests=False):
         self.assignment = assignment
         self.out = Path(out)
         self.solutions = Path(solutions)
@@ -152,6 +153,7 @@ class Grader:
         self.isolate = isolate
         self.settings = {"cell_timeout": float(cell_timeout), "submission_timeout": float(submission_timeout),
                          "memory": int(memory), "processes": int(processes), "isolate": bool(isolate)}
+        self.feedback_hidden_tests = bool(feedback_hidden_tests)
         self.worker_timeout = submission_timeout + 600
         self.scratch = Path(tempfile.mkdtemp(prefix="autograde-"))
         # One nbgrader course directory whose gradebook knows the assignment; each
@@ -218,7 +220,7 @@ class Grader:
             notebooks[name] = str(inputs / name)
         return {"template": str(self.template.root), "work": str(self.scratch / "students" / submission.student),
                 "assignment": self.assignment, "student": submission.student, "notebooks": notebooks,
-                "settings": {**self.settings, "slot": slot}}
+                "settings": {**self.settings, "slot": slot}, "feedback_hidden_tests": self.feedback_hidden_tests}
 
     def finish(self, submission, answer, seconds):
         """Record a worker's answer: gradebook, then feedback, then the result file."""

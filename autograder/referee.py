@@ -25,6 +25,7 @@ in `softmax` then costs only the tests of `softmax`.
 import ast
 import builtins
 import contextlib
+import functools
 import io
 import select
 import socket
@@ -86,10 +87,12 @@ class Channel:
         self.allowed = frozenset()  # the references the kernel may ask for now
         self.creating = None  # the origin of handles being decoded
         self.referee = None  # the Referee that uses this channel
+        self.test_functions = []  # functions the test cell gave to student code
 
     # -- one test cell ---------------------------------------------------------------
     def begin(self, token, deadline):
         self.token, self.deadline = token, deadline
+        self.test_functions = []
         self.interrupted_at, self.ended = None, False
 
     def finish(self):
@@ -133,16 +136,21 @@ class Channel:
     def _answer_callback(self, message):
         name = message.get("name")
         reply = {"op": "result", "id": message.get("id"), "token": self.token}
-        if name not in self.allowed or name not in self.references:
-            reply["error"] = PermissionError(f"the reference {name!r} is not available here")
+        if type(name) is int and 0 <= name < len(self.test_functions):
+            function = self.test_functions[name]  # one the test itself passed to the student's code
+        elif type(name) is str and name in self.allowed and name in self.references:
+            function = self.references[name]
         else:
+            function = None
+            reply["error"] = PermissionError(f"the grader's function {name!r} is not available here")
+        if function is not None:
             try:
                 args = message.get("args") or []
                 kwargs = message.get("kwargs") or {}
                 if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
                     raise TypeError("malformed arguments")
                 with _quiet():
-                    reply["value"] = self.references[name](*args, **kwargs)
+                    reply["value"] = function(*args, **kwargs)
             except Exception as error:
                 reply["error"] = error
         try:
@@ -230,6 +238,10 @@ class Channel:
             if handle is None:
                 return {"name": object.__getattribute__(value, "_name")}
             return {"ref": handle}
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                              functools.partial)):
+            self.test_functions.append(value)
+            return {"callable": len(self.test_functions) - 1}
         raise TypeError(f"a {type(value).__name__} cannot be sent to the student's kernel (values only)")
 
 

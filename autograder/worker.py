@@ -43,6 +43,7 @@ def grade(task):
     home.mkdir()
     course.configure_grading(report_dir=str(work / "reports"), home_dir=str(home),
                              source_dir=str(work / "source" / assignment), **task["settings"])
+    course.configure_feedback(show_hidden_tests=task.get("feedback_hidden_tests", False))
     folder = work / "submitted" / student / assignment
     folder.mkdir(parents=True)
     notes = []

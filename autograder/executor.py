@@ -17,6 +17,8 @@ test ended:
   a kernel that stops answering, or uses too much, is killed with everything it started.
 """
 
+import ast
+import base64
 import json
 import os
 import secrets
@@ -78,23 +80,21 @@ class GraderFault(RuntimeError):
 class Kernel:
     """One ipykernel in one sandbox, and the sockets to talk to it."""
 
-    def __init__(self, box, settings, home_files=None):
+    def __init__(self, box, settings):
         self.box, self.settings = box, settings
         self.session = Session(key=secrets.token_hex(32).encode(), signature_scheme="hmac-sha256",
                                username="grader")
         self.context = zmq.Context()
         self.sockets = {}
         self.stderr_tail = b""
-        self._start(home_files or {})
+        self._start()
 
-    def _start(self, home_files):
+    def _start(self):
         box = self.box
         connection = {"transport": "ipc", "ip": box.inside(f"{sandbox.IPC}/kernel"),
                       "shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5,
                       "key": self.session.key.decode(), "signature_scheme": "hmac-sha256", "kernel_name": ""}
         files = {f"{sandbox.IPC}/kernel.json": box.file("kernel.json", json.dumps(connection).encode())}
-        for name, data in home_files.items():
-            files[f"{sandbox.HOME}/{name}"] = box.file(name, data)
         env = dict(KERNEL_ENV)
         env.update({k: box.inside(v) for k, v in SANDBOX_DIRS.items()})
         if box.isolation.sandboxed:
@@ -428,6 +428,124 @@ del __autograder_agent__
 """
 
 
+HOME_FILES = """\
+import base64 as __autograder_b64__
+for __autograder_name__, __autograder_data__ in {files!r}.items():
+    with open(__autograder_name__, "wb") as __autograder_file__:
+        __autograder_file__.write(__autograder_b64__.b64decode(__autograder_data__))
+del __autograder_b64__, __autograder_name__, __autograder_data__, __autograder_file__
+"""
+
+
+def imported_modules(sources):
+    """Top-level modules that `import` statements in the instructor's cells name."""
+    names = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+    return sorted(names)
+
+
+def launch_kernel(isolation, settings, slot, name):
+    """(sandbox, kernel) just started. Call it from a thread that outlives the kernel:
+    bubblewrap dies with the thread that started it (--die-with-parent)."""
+    box = sandbox.Sandbox(isolation, settings.limits, slot=slot, name=name)
+    try:
+        return box, Kernel(box, settings)
+    except BaseException:
+        box.close()
+        raise
+
+
+def prepare_kernel(box, kernel, settings, preload=()):
+    """Wait for a launched kernel; start the grader's agent in it and import the libraries
+    the instructor's cells import (before any student code)."""
+    try:
+        kernel.wait_ready()
+        code = BOOTSTRAP.format(source=AGENT_SOURCE, fd=kernel.agent_fd)
+        code += "".join(f"try:\n    import {module}\nexcept Exception:\n    pass\n" for module in preload
+                        if module.isidentifier())
+        reply = kernel.execute(code, settings.startup_timeout, Outputs({"left": 10_000}, 10_000), silent=True)
+        if reply.get("status") != "ok":
+            detail = reply.get("evalue") or kernel.stderr_tail.decode("utf-8", "replace")[-800:]
+            raise GraderFault(f"the grader's agent did not start in the kernel: {reply.get('ename', '')} {detail}")
+    except BaseException:
+        kernel.close()
+        box.close()
+        raise
+    return box, kernel
+
+
+def start_kernel(isolation, settings, slot, name, preload=()):
+    """(sandbox, kernel) ready to run a notebook."""
+    box, kernel = launch_kernel(isolation, settings, slot, name)
+    return prepare_kernel(box, kernel, settings, preload)
+
+
+class Spare:
+    """The next submission's kernel, started while this one is graded.
+
+    A grading worker grades one submission after another; starting a kernel (a sandbox,
+    Python, ipykernel, NumPy and PyTorch) is a good part of each. With a Spare, the
+    kernel of the next submission starts in the background as soon as the current one
+    has taken its own. Each kernel is used once: a spare has run no student code."""
+
+    def __init__(self):
+        self.thread = None
+        self.key = None
+        self.ready = None  # (box, kernel) or the exception its start raised
+
+    def take(self, isolation, settings, slot, preload):
+        key = (isolation, repr(settings), slot, tuple(preload))
+        ready = None
+        if self.thread is not None:
+            self.thread.join()
+            ready, self.thread = self.ready, None
+            if self.key != key or isinstance(ready, BaseException):
+                self._discard(ready)
+                ready = None
+        if ready is None:
+            ready = start_kernel(isolation, settings, slot, "kernel", preload)
+        self.key, self.ready = key, None
+        try:
+            launched = launch_kernel(isolation, settings, slot, "spare")  # in this thread, which stays
+        except Exception as error:  # that submission will start its own
+            self.ready = error
+        else:
+            self.thread = threading.Thread(target=self._prepare, args=(launched, settings, preload), daemon=True)
+            self.thread.start()
+        return ready
+
+    def _prepare(self, launched, settings, preload):
+        try:
+            self.ready = prepare_kernel(*launched, settings, preload)
+        except BaseException as error:  # reported when taken: that submission starts its own
+            self.ready = error
+
+    @staticmethod
+    def _discard(ready):
+        if isinstance(ready, tuple):
+            box, kernel = ready
+            kernel.close()
+            box.close()
+
+    def close(self):
+        if self.thread is not None:
+            self.thread.join()
+        self._discard(self.ready)
+        self.thread, self.ready = None, None
+
+
+SPARE = None  # a grading worker sets a Spare here; elsewhere each notebook starts its kernel
+
+
 def execute_notebook(notebook, isolation, settings, reference, slot=0, home_files=None, name="submission"):
     """Execute `notebook` in place, student cells in a sandboxed kernel; return a Report.
 
@@ -442,8 +560,7 @@ def execute_notebook(notebook, isolation, settings, reference, slot=0, home_file
         if kind:
             cell.outputs = []
             cell.execution_count = None
-    box = sandbox.Sandbox(isolation, settings.limits, slot=slot, name=name)
-    kernel = None
+    box = kernel = None
     stop = ""
 
     def not_run(cell, key):
@@ -451,13 +568,14 @@ def execute_notebook(notebook, isolation, settings, reference, slot=0, home_file
         report.verdicts[key] = "not run"
 
     try:
-        kernel = Kernel(box, settings, home_files)
-        kernel.wait_ready()
-        bootstrap = BOOTSTRAP.format(source=AGENT_SOURCE, fd=kernel.agent_fd)
-        reply = kernel.execute(bootstrap, settings.startup_timeout, Outputs({"left": 10_000}, 10_000), silent=True)
-        if reply.get("status") != "ok":
-            detail = reply.get("evalue") or kernel.stderr_tail.decode("utf-8", "replace")[-800:]
-            raise GraderFault(f"the grader's agent did not start in the kernel: {reply.get('ename', '')} {detail}")
+        preload = imported_modules(source for source, solution in reference if not solution)
+        if SPARE is not None:
+            box, kernel = SPARE.take(isolation, settings, slot, preload)
+        else:
+            box, kernel = start_kernel(isolation, settings, slot, name, preload)
+        if home_files:
+            kernel.execute(HOME_FILES.format(files={n: base64.b64encode(d).decode() for n, d in home_files.items()}),
+                           settings.startup_timeout, Outputs({"left": 10_000}, 10_000), silent=True)
         channel = referee.Channel(kernel.agent_socket, pump=None, interrupt=kernel.interrupt, references={})
         judge = referee.Referee(channel, reference)
         for index, cell, kind in plan:
@@ -513,10 +631,11 @@ def execute_notebook(notebook, isolation, settings, reference, slot=0, home_file
             if kind == "test" and cell_key(cell, index) not in report.verdicts:
                 not_run(cell, cell_key(cell, index))
     finally:
-        report.usage = box.usage()
-        if kernel is not None:
-            kernel.close()
-        box.close()
+        if box is not None:
+            report.usage = box.usage()
+            if kernel is not None:
+                kernel.close()
+            box.close()
     return report
 
 

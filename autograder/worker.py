@@ -115,6 +115,9 @@ def main():
     import torch  # noqa: F401
 
     import autograder.preprocessor  # noqa: F401
+    from autograder import executor
+
+    executor.SPARE = executor.Spare()  # the next submission's kernel starts while this one is graded
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -126,6 +129,7 @@ def main():
             sys.stderr.write(traceback.format_exc())
             result = {"student": task.get("student"), "error": detail[-3000:]}
         protocol.write(json.dumps(result) + "\n")
+    executor.SPARE.close()
     return 0
 
 

@@ -41,6 +41,7 @@ c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMet
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackExporter"
 """
+# Its traits (FeedbackExporter.show_hidden_tests, render_timeout) are set by configure_feedback.
 
 
 class NbgraderError(RuntimeError):
@@ -62,6 +63,15 @@ class CourseDirectory:
     def configure_grading(self, **traits):
         """Autograde with SandboxedExecute, whose traits (cell_timeout, slot...) are given here."""
         lines = [GRADING_CONFIG] + [f"c.SandboxedExecute.{name} = {value!r}" for name, value in traits.items()]
+        with open(self.root / "nbgrader_config.py", "a") as handle:
+            handle.write("\n".join(lines) + "\n")
+
+    def configure_feedback(self, show_hidden_tests=False, render_timeout=None):
+        """Feedback pages (autograder/feedback.py): hidden tests shown in full only with
+        show_hidden_tests; render_timeout: seconds per page (None: the exporter's 60)."""
+        lines = [f"c.FeedbackExporter.show_hidden_tests = {bool(show_hidden_tests)!r}"]
+        if render_timeout is not None:
+            lines.append(f"c.FeedbackExporter.render_timeout = {float(render_timeout)!r}")
         with open(self.root / "nbgrader_config.py", "a") as handle:
             handle.write("\n".join(lines) + "\n")
 

@@ -1,31 +1,315 @@
-"""The HTML exporter of feedback pages: nbconvert's, without its BeautifulSoup pass.
+"""The HTML exporter of feedback pages (configured as `GenerateFeedback.exporter_class`
+in course_directory.py): nbconvert's HTMLExporter with nbgrader's feedback template, and
 
-nbconvert's HTMLExporter parses every page it writes with BeautifulSoup to add alt text
-to images and make cells focusable: half the time of a feedback page. This exporter
-makes the same changes to the same generated markup with patterns (configured as
-`GenerateFeedback.exporter_class` in course_directory.py).
+* **no hidden tests**: each test cell (nbgrader `grade: true`, not `solution`) shows its
+  released source, every hidden block replaced by one line `# (hidden tests: not shown)`,
+  and its errors as `Name: message` without traceback lines (which may quote hidden
+  source). `FeedbackExporter.show_hidden_tests = True` in the nbgrader config shows
+  them in full (see `CourseDirectory.configure_feedback`);
+* **nothing runs when the page is opened**: whatever came from the submission is
+  sanitized (markdown cells, text/html, text/markdown and raw output through `bleach`
+  with an allowlist: no scripts, event handlers, frames, forms, SVG or MathML elements,
+  `javascript:` or `data:` links; SVG output only as an `<img>`), JavaScript and widget
+  outputs are dropped, the template's own scripts (MathJax) are removed, and the page
+  carries a Content-Security-Policy that forbids scripts, frames and remote loads
+  (math stays TeX source);
+* **a time limit**: a page that takes longer than `render_timeout` seconds to render
+  (a markdown cell crafted to be slow to parse, say) is replaced by a short plain page
+  listing each test as passed or failed; the grade is recorded elsewhere, unaffected.
+
+nbconvert's own HTMLExporter parses every page with BeautifulSoup to add alt text to
+images and make cells focusable: half the time of a feedback page. This exporter makes
+the same changes to the same generated markup with patterns.
 """
 
+import contextlib
+import copy
+import html
 import re
+import signal
+import threading
 
+import bleach
+from bleach.css_sanitizer import CSSSanitizer
+from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from traitlets import Bool, Float
 
 _IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)")
 _FOCUSABLE = re.compile(r'(<div class="[^"]*\bjp-(?:Cell-inputWrapper|OutputArea-output)\b[^"]*")(?![^>]*tabindex)')
 
+HIDDEN_TESTS_NOTE = "# (hidden tests: not shown)"
+
+# The page may use its own inline styles and embedded (data:) images and fonts; nothing else.
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; object-src 'none'; frame-src 'none'; "
+                           "style-src 'unsafe-inline'; img-src data:; font-src data:; "
+                           "form-action 'none'; base-uri 'none'")
+_CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+
+# -- sanitizing ---------------------------------------------------------------------
+
+_ALLOWED_TAGS = frozenset({
+    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "center", "cite", "code", "col",
+    "colgroup", "dd", "del", "details", "dfn", "div", "dl", "dt", "em", "figcaption", "figure",
+    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p",
+    "pre", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "summary", "sup", "table",
+    "tbody", "td", "tfoot", "th", "thead", "tr", "tt", "u", "ul", "var", "wbr",
+})
+_ALLOWED_ATTRIBUTES = {
+    "*": {"class", "id", "title", "lang", "dir", "style", "align"},
+    "a": {"href", "name"},
+    "img": {"src", "alt", "width", "height"},
+    "td": {"colspan", "rowspan", "valign"},
+    "th": {"colspan", "rowspan", "valign", "scope"},
+    "col": {"span", "width"},
+    "colgroup": {"span", "width"},
+    "ol": {"start", "type", "reversed"},
+    "details": {"open"},
+}
+
+
+def _plain_url(value):
+    """The URL as a browser reads it (entities decoded; control characters, spaces and
+    non-ASCII dropped; lower case), as bleach normalizes it to check its scheme."""
+    value = bleach.html5lib_shim.convert_entities(value)
+    return re.sub(r"[^\x21-\x7e]|`", "", value).lower()
+
+
+def _allowed_attribute(tag, name, value):
+    if name not in _ALLOWED_ATTRIBUTES["*"] and name not in _ALLOWED_ATTRIBUTES.get(tag, ()):
+        return False
+    if name in ("href", "src") and _plain_url(value).startswith("data:"):
+        return tag == "img" and _plain_url(value).startswith("data:image/")  # an image, never a page
+    return True
+
+
+# bleach also drops any href/src whose scheme is not listed (javascript:, vbscript:...),
+# after undoing entities and whitespace tricks. Not thread-safe: one per thread.
+_cleaners = threading.local()
+
+
+def sanitize_html(markup):
+    """`markup` (HTML from the submission) with only allowlisted tags, attributes, URL
+    schemes and CSS properties; disallowed tags are removed, their text kept as text."""
+    cleaner = getattr(_cleaners, "cleaner", None)
+    if cleaner is None:
+        cleaner = _cleaners.cleaner = bleach.Cleaner(
+            tags=_ALLOWED_TAGS, attributes=_allowed_attribute, protocols={"http", "https", "mailto", "data"},
+            strip=True, strip_comments=True, css_sanitizer=CSSSanitizer())
+    markup = markup.decode("utf-8", "replace") if isinstance(markup, bytes) else str(markup)
+    return cleaner.clean(markup)
+
+
+def _safe_strip_files_prefix(text):
+    # nbconvert's filter turns href="files/x" into href="x": "files/javascript:..." would
+    # become a javascript: link, so whatever it changed is sanitized again.
+    stripped = strip_files_prefix(text)
+    return text if stripped == text else sanitize_html(stripped)
+
+
+# -- test cells -----------------------------------------------------------------------
+
+def is_test_cell(cell):
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def released_source(source, begin="BEGIN HIDDEN TESTS", end="END HIDDEN TESTS", note=HIDDEN_TESTS_NOTE):
+    """`source` without its hidden blocks, each replaced by `note` (indented like the line
+    that opened it). Lines are matched as nbgrader's ClearHiddenTests matches them (the
+    delimiter anywhere in the line); a block never closed hides the rest of the cell."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if hidden:
+            hidden = end not in line
+        elif begin in line:
+            hidden = True
+            kept.append(line[:len(line) - len(line.lstrip())] + note)
+        else:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _text(value):
+    return "".join(map(str, value)) if isinstance(value, list) else str(value if value is not None else "")
+
+
+# -- outputs --------------------------------------------------------------------------
+
+# Rendered by the template after sanitizing (text/html, text/markdown), escaping (text),
+# or as an <img> (images, SVG included: an image runs no script). Others are dropped.
+_SHOWN_MIMETYPES = ("text/html", "text/markdown", "image/svg+xml", "image/png", "image/jpeg",
+                    "text/latex", "text/plain")
+
+
+def _safe_output(output, test_cell, keep_traceback):
+    kind = output.get("output_type")
+    if kind == "error":
+        if test_cell and not keep_traceback:
+            output["traceback"] = [f"{_text(output.get('ename'))}: {_text(output.get('evalue'))}"]
+        return output
+    if kind not in ("display_data", "execute_result"):
+        return output  # streams: escaped by the template
+    data = output.get("data", {})
+    dropped = sorted(key for key in data if key not in _SHOWN_MIMETYPES)
+    for key in dropped:
+        del data[key]
+    if not data and dropped:
+        data["text/plain"] = f"[{', '.join(dropped)} output: not shown in feedback]"
+    metadata = output.get("metadata", {})
+    metadata.pop("filenames", None)  # would become <img src="..."> of the submission's choosing
+    for value in metadata.values():
+        if isinstance(value, dict):
+            value.pop("isolated", None)  # text/html in an <iframe>
+    for key in [k for k in output if k not in ("output_type", "data", "metadata", "execution_count")]:
+        del output[key]  # svg_filename and the like: not nbformat, used by the template as URLs
+    return output
+
+
+class _RenderTimeout(BaseException):
+    """Raised by SIGALRM in the thread that renders; BaseException, so that no
+    `except Exception` in a library on the way swallows it."""
+
 
 class FeedbackExporter(HTMLExporter):
-    def from_notebook_node(self, nb, resources=None, **kw):
+    show_hidden_tests = Bool(
+        False, help="Show the hidden tests' source and full tracebacks in feedback pages").tag(config=True)
+    render_timeout = Float(
+        60.0, help="Seconds allowed to render one feedback page (0: no limit). Longer, and a short "
+                   "page listing the tests' outcomes is written instead. Applies in the main thread "
+                   "only (SIGALRM).").tag(config=True)
+
+    def _init_resources(self, resources):
+        resources = super()._init_resources(resources)
+        resources["should_sanitize_html"] = True  # the template drops scripts and cleans html
+        resources["should_not_encode_svg"] = False  # SVG only as <img src="data:...">
+        return resources
+
+    @pass_context
+    def _safe_markdown2html(self, context, source):
+        return sanitize_html(HTMLExporter.markdown2html(self, context, source))
+
+    def default_filters(self):
+        yield from super().default_filters()
+        yield ("markdown2html", self._safe_markdown2html)
+        yield ("clean_html", sanitize_html)
+        yield ("strip_files_prefix", _safe_strip_files_prefix)
+
+    def _feedback_notebook(self, nb):
+        """A copy of `nb` with what the page may show: released tests, safe outputs."""
+        nb = copy.deepcopy(nb)
+        nb.metadata.pop("widgets", None)
+        hidden = self.config.get("ClearHiddenTests", {})
+        begin = hidden.get("begin_test_delimeter", "BEGIN HIDDEN TESTS")
+        end = hidden.get("end_test_delimeter", "END HIDDEN TESTS")
+        for cell in nb.cells:
+            test_cell = is_test_cell(cell)
+            if test_cell and not self.show_hidden_tests:
+                cell.source = released_source(_text(cell.get("source", "")), begin, end)
+            if cell.get("cell_type") == "code":
+                cell.outputs = [_safe_output(o, test_cell, self.show_hidden_tests) for o in cell.get("outputs", [])]
+        return nb
+
+    def _render(self, nb, resources, **kw):
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
         self.register_filter("highlight_code", self.filters.get(
             "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
-        resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
-        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        html = _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
-        html = _FOCUSABLE.sub(r'\1 tabindex="0"', html)
-        return html, resources
+        page, resources = TemplateExporter.from_notebook_node(self, self._feedback_notebook(nb), resources, **kw)
+        page = _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page)
+        page = _FOCUSABLE.sub(r'\1 tabindex="0"', page)
+        return _secure_page(page), resources
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        resources = self._init_resources(resources)
+        try:
+            with _time_limit(self.render_timeout):
+                return self._render(nb, resources, **kw)
+        except (_RenderTimeout, RecursionError) as problem:
+            if isinstance(problem, _RenderTimeout):
+                why = f"within the time limit ({self.render_timeout:g} s)"
+            else:
+                why = "(too deeply nested)"
+            self.log.warning("Feedback page %s could not be rendered %s; writing a short page instead",
+                             resources.get("nbgrader", {}).get("notebook", ""), why)
+            return fallback_page(nb, resources, why), resources
+
+
+@contextlib.contextmanager
+def _time_limit(seconds):
+    """Raise _RenderTimeout in the block after `seconds` (SIGALRM): only in the main
+    thread, and only when no other interval timer runs; otherwise no limit."""
+    if not (seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)):
+        yield
+        return
+    armed = True
+
+    def on_alarm(signum, frame):
+        if armed:
+            raise _RenderTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    # Again each second after the first, in case something on the way catches the first.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _secure_page(page):
+    """The page without the template's scripts (MathJax from a CDN), with a CSP."""
+    body = re.search(r"<body\b", page, re.IGNORECASE)
+    head, rest = (page[:body.start()], page[body.start():]) if body else (page, "")
+    head = re.sub(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", "", head, flags=re.DOTALL)
+    head = re.sub(r"<script\b.*?</script\s*>", "", head, flags=re.DOTALL | re.IGNORECASE)
+    opening = re.search(r"<head\b[^>]*>", head, re.IGNORECASE)
+    if opening:
+        head = head[:opening.end()] + "\n" + _CSP_META + head[opening.end():]
+    else:
+        head = _CSP_META + head
+    return head + rest
+
+
+def cell_outcomes(nb):
+    """[(grade_id, passed)] of the notebook's test cells: failed when an output is an error."""
+    outcomes = []
+    for cell in nb.get("cells", []):
+        if is_test_cell(cell):
+            failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+            outcomes.append((str(cell.metadata.nbgrader.get("grade_id", "?")), not failed))
+    return outcomes
+
+
+def fallback_page(nb, resources, why):
+    """A short plain page: the tests' outcomes, without the notebook."""
+    name = html.escape(str(resources.get("nbgrader", {}).get("notebook", "")
+                           or resources.get("metadata", {}).get("name", "notebook")))
+    rows = "\n".join(f"<tr><td><code>{html.escape(grade_id)}</code></td><td>{'passed' if ok else 'failed'}</td></tr>"
+                     for grade_id, ok in cell_outcomes(nb))
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+{_CSP_META}
+<title>{name}</title>
+</head>
+<body>
+<h1>{name}</h1>
+<p>This feedback page could not be rendered {html.escape(why)}. Your grade is not affected:
+it was recorded before this page was made. The tests of this notebook:</p>
+<table>
+<tr><th>test</th><th>result</th></tr>
+{rows}
+</table>
+</body>
+</html>
+"""

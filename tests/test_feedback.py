@@ -1,0 +1,321 @@
+"""Feedback pages (autograder/feedback.py), rendered from a small notebook built here, as
+nbgrader's GenerateFeedback renders them (its template and exporter config), without a
+grading run: no hidden test source, nothing from the submission that runs in a browser,
+a Content-Security-Policy, and a short page instead when rendering takes too long."""
+
+import html.parser
+import os
+import re
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.converters import GenerateFeedback
+from nbgrader.coursedir import CourseDirectory as NbCourseDirectory
+from traitlets.config.loader import PyFileConfigLoader
+
+from autograder import feedback
+from autograder.course_directory import CourseDirectory
+from autograder.feedback import FeedbackExporter
+
+HIDDEN_MARKER = "SECRET_HIDDEN_MARKER_7f3a"
+VISIBLE_MARKER = "VISIBLE_MARKER_2b9c"
+FAILURE_MESSAGE = "FAILED_MESSAGE: answer(2) should be 4"
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+
+TEST_SOURCE = f"""\
+assert answer(1) == 2, "answer(1) should be 2 {VISIBLE_MARKER}"
+### BEGIN HIDDEN TESTS
+assert answer(2) == 4, "{FAILURE_MESSAGE}"  # {HIDDEN_MARKER}
+### END HIDDEN TESTS
+assert answer(0) == 0
+    ### BEGIN HIDDEN TESTS
+    expected = {{"{HIDDEN_MARKER}": 1}}
+    ### END HIDDEN TESTS"""
+
+HOSTILE_MARKDOWN = """\
+# A student's notes
+
+<script>alert("markdown-script")</script>
+<img src="x" onerror="alert('markdown-img')">
+<svg onload="alert('markdown-svg')"><circle r="5"/></svg>
+<iframe src="https://example.org/" srcdoc="<script>alert(5)</script>"></iframe>
+<object data="x.swf"></object><embed src="x.swf"><form action="https://example.org/"><input name="q"></form>
+<meta http-equiv="refresh" content="0;url=https://example.org/"><base href="https://example.org/">
+[markdown link](javascript:alert('markdown-link'))
+<a href="javascript:alert('raw-link')">raw link</a>
+<a href="JaVaScRiPt&#x3a;alert('entity-link')">entity link</a>
+<a href="files/javascript:alert('files-link')">files link</a>
+<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">data link</a>
+<a href="&#100;ata:text/html,<script>alert(1)</script>">entity data link</a>
+<img src="data:text/html,x" alt="not an image">
+<details><summary>kept summary</summary>KEPT_DETAILS_TEXT</details>
+
+A [markdown link](javascript:alert('markdown-link')) and [another](  JAVASCRIPT:alert(1) "t").
+
+Math stays as TeX: $\\sqrt{x}$.
+"""
+
+
+def _output(kind, data, **extra):
+    return nbformat.v4.new_output(kind, data=data, **extra)
+
+
+def hostile_outputs():
+    return [
+        _output("display_data", {"text/html": (
+            "<b>BOLD_HTML_KEPT</b><script>alert('html-script')</script>"
+            "<img src='x' onerror=\"alert('html-img')\"><iframe src=\"javascript:alert('html-iframe')\"></iframe>"
+            "<a href=\"javascript:alert('html-link')\">html link</a><div onclick=\"alert(1)\" style=\"color: red\">div</div>"
+            "<style>body { background: url(https://example.org/x.png) }</style>"
+            "<table><thead><tr><th>TABLE_HEADER_KEPT</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>")}),
+        _output("display_data", {"application/javascript": "alert('js-output')", "text/plain": "JS_FALLBACK_TEXT"}),
+        _output("display_data", {"application/javascript": "alert('js-only')"}),
+        _output("display_data", {"application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2},
+                                 "text/plain": "WIDGET_FALLBACK_TEXT"}),
+        _output("display_data", {"image/svg+xml": (
+            '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(\'svg-output\')">'
+            "<script>alert('svg-script')</script><circle r=\"4\"/></svg>")}),
+        _output("display_data", {"text/markdown": (
+            "**MARKDOWN_OUTPUT_KEPT** <script>alert('md-output')</script> "
+            "[md link](javascript:alert('md-output-link')) <img src=x onerror=alert('md-output-img')> "
+            "<img src=\"x\" onerror=\"alert('md-output-img2')\">")}),
+        _output("execute_result", {"text/html": "<p>ISOLATED_HTML</p><script>alert('isolated')</script>"},
+                metadata={"text/html": {"isolated": True}}, execution_count=3),
+        _output("display_data", {"image/png": "iVBORw0KGgo="},
+                metadata={"filenames": {"image/png": "https://example.org/beacon.png"}}),
+        nbformat.v4.new_output("stream", name="stdout", text="<script>alert('stream')</script> STREAM_TEXT\n"),
+    ]
+
+
+def make_notebook():
+    def meta(grade_id, **fields):
+        return {"nbgrader": {"grade_id": grade_id, "locked": not fields.get("solution", False), "schema_version": 3,
+                             "grade": False, "solution": False, "task": False, **fields}}
+
+    cells = [
+        nbformat.v4.new_markdown_cell("# Assignment\n\nWrite `answer(x)`: twice `x`.", metadata=meta("intro")),
+        nbformat.v4.new_code_cell("def answer(x):\n    return x + 2 if x == 2 else 2 * x",
+                                  metadata=meta("answer", solution=True), outputs=hostile_outputs(), execution_count=1),
+        nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN),
+        nbformat.v4.new_code_cell(TEST_SOURCE, metadata=meta("test_answer", grade=True, points=2), execution_count=2,
+                                  outputs=[nbformat.v4.new_output(
+                                      "error", ename="AssertionError", evalue=FAILURE_MESSAGE, traceback=[
+                                          "\x1b[0;31m----------------------------------\x1b[0m",
+                                          "\x1b[0;31mAssertionError\x1b[0m  Traceback (most recent call last)",
+                                          f'----> 3 assert answer(2) == 4, "{FAILURE_MESSAGE}"  # {HIDDEN_MARKER}',
+                                          f"\x1b[0;31mAssertionError\x1b[0m: {FAILURE_MESSAGE}"])]),
+        nbformat.v4.new_code_cell("assert answer(3) == 6", metadata=meta("test_visible_only", grade=True, points=1),
+                                  execution_count=3),
+    ]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+        "widgets": {"application/vnd.jupyter.widget-state+json": {
+            "state": {"</script><script>alert('widget-state')</script>": {}}, "version_major": 2}},
+    })
+    for cell in cells:  # what nbgrader's GetGrades adds from the gradebook
+        grading = cell.metadata["nbgrader"] if "nbgrader" in cell.metadata else {}
+        if grading.get("grade"):
+            grading["score"] = 0 if cell.outputs else grading["points"]
+    nbformat.validate(nb)
+    return nb
+
+
+def make_exporter(**traits):
+    """The exporter as nbgrader's GenerateFeedback configures it (template `feedback`,
+    nbgrader's template folders), with its preprocessors except GetGrades (which reads
+    the gradebook: the scores are in the notebook already)."""
+    config = GenerateFeedback(coursedir=NbCourseDirectory()).config
+    exporter = FeedbackExporter(config=config, **traits)
+    exporter.register_preprocessor(CSSHTMLHeaderPreprocessor)
+    return exporter
+
+
+def resources():
+    return {"nbgrader": {"notebook": "answer", "score": 1, "max_score": 3, "late_penalty": 0}}
+
+
+def render(**traits):
+    page, _ = make_exporter(**traits).from_notebook_node(make_notebook(), resources())
+    return page
+
+
+class Elements(html.parser.HTMLParser):
+    """Every start tag of a page, with its attributes."""
+
+    def __init__(self, page):
+        super().__init__(convert_charrefs=True)
+        self.tags = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    handle_startendtag = handle_starttag
+
+
+@pytest.fixture(scope="module")
+def page():
+    return render()
+
+
+def test_hidden_tests_are_not_shown(page):
+    assert HIDDEN_MARKER not in page
+    assert "BEGIN HIDDEN TESTS" not in page and "END HIDDEN TESTS" not in page
+    assert page.count("(hidden tests: not shown)") == 2
+    text = re.sub(r"<[^>]+>", "", page)
+    assert VISIBLE_MARKER in text
+    assert "assert answer(0) == 0" in text.replace("&#39;", "'")  # after the hidden block
+    assert "assert answer(3) == 6" in text  # a test cell without hidden tests, whole
+
+
+def test_a_failed_test_shows_its_message_without_traceback(page):
+    assert f"AssertionError: {FAILURE_MESSAGE}" in page
+    assert "Traceback (most recent call last)" not in page
+    assert "----&gt; 3" not in page
+
+
+def test_nothing_from_the_submission_can_run(page):
+    assert "<script" not in page.lower()
+    # in a tag (as text, escaped, "onerror=" is harmless: an unquoted attribute makes
+    # the markdown parser escape a whole tag)
+    assert not re.search(r"<[^<>]*\b(onerror|onload)\s*=", page)
+    assert not re.search(r"""(?i)(href|src)\s*=\s*["']?\s*javascript""", page)
+    body = page[page.index("<body"):]
+    assert "<style" not in body  # the template's styles are in the head, the submission's nowhere
+    for tag, attrs in Elements(page).tags:
+        assert tag not in ("script", "iframe", "frame", "object", "embed", "svg", "math", "form", "input",
+                           "base", "link"), (tag, attrs)
+        if tag == "meta":
+            assert set(attrs) <= {"charset", "http-equiv", "content", "name"}, attrs
+            assert attrs.get("http-equiv", "content-security-policy").lower() == "content-security-policy", attrs
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name, value)
+            if name in ("href", "src", "action", "formaction", "srcdoc", "data"):
+                plain = re.sub(r"\s", "", value or "").lower()
+                assert not plain.startswith(("javascript:", "vbscript:")), (tag, name, value)
+                assert not (name == "href" and plain.startswith("data:")), (tag, name, value)
+                assert tag == "img" or name == "href" and (plain.startswith(("#", "http")) or ":" not in plain), \
+                    (tag, name, value)
+    # the images: embedded ones only, and the SVG as an image, never inline
+    sources = [attrs.get("src", "") for tag, attrs in Elements(page).tags if tag == "img"]
+    assert any(s.startswith("data:image/svg+xml;base64,") for s in sources)
+    assert "https://example.org/beacon.png" not in page
+    assert "widget-state" not in page and "application/vnd.jupyter.widget" not in page
+
+
+def test_harmless_content_is_kept(page):
+    for kept in ("BOLD_HTML_KEPT", "TABLE_HEADER_KEPT", "MARKDOWN_OUTPUT_KEPT", "ISOLATED_HTML", "JS_FALLBACK_TEXT",
+                 "WIDGET_FALLBACK_TEXT", "STREAM_TEXT", "KEPT_DETAILS_TEXT", "kept summary", "A student's notes"):
+        assert kept in page, kept
+    assert "&lt;script&gt;alert(&#39;stream&#39;)" in page  # a printed tag is text
+    assert "[application/javascript output: not shown in feedback]" in page
+    assert "<th>TABLE_HEADER_KEPT</th>" in page and "<details>" in page
+    assert 'style="color: red;"' in page
+    assert "Grade cell: <code>test_answer</code>" in page
+    # what nbconvert's exporter adds, done here with patterns
+    assert 'alt="No description has been provided for this image"' in page
+
+
+def test_the_page_forbids_scripts(page):
+    metas = [attrs for tag, attrs in Elements(page).tags if tag == "meta" and "http-equiv" in attrs]
+    assert [m["http-equiv"] for m in metas] == ["Content-Security-Policy"]
+    policy = metas[0]["content"]
+    assert "script-src 'none'" in policy and "default-src 'none'" in policy
+    head = page[:page.index("<body")]
+    assert head.index("Content-Security-Policy") < head.index("<style")
+
+
+def test_hidden_tests_shown_when_the_instructor_asks():
+    page = render(show_hidden_tests=True)
+    assert HIDDEN_MARKER in page
+    assert "Traceback (most recent call last)" in page
+    assert "(hidden tests: not shown)" not in page
+    assert "<script" not in page.lower()  # still sanitized
+
+
+def test_configure_feedback_reaches_the_exporter(tmp_path):
+    course = CourseDirectory(tmp_path / "course")
+    course.configure_feedback(show_hidden_tests=True, render_timeout=7)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course.root)).load_config()
+    converter = GenerateFeedback(coursedir=NbCourseDirectory(config=config), config=config)
+    exporter = FeedbackExporter(parent=converter, config=converter.config)  # as nbgrader makes it
+    assert exporter.show_hidden_tests is True and exporter.render_timeout == 7
+    assert exporter.template_name == "feedback"
+    assert FeedbackExporter().show_hidden_tests is False
+
+
+def test_released_source():
+    source = "a = 1\n### BEGIN HIDDEN TESTS\nsecret\n### END HIDDEN TESTS\nb = 2\n  # BEGIN HIDDEN TESTS\nrest"
+    assert feedback.released_source(source) == (
+        "a = 1\n# (hidden tests: not shown)\nb = 2\n  # (hidden tests: not shown)")
+
+
+def test_a_slow_page_gives_the_short_page(monkeypatch):
+    def slow(markup):
+        time.sleep(30)
+
+    monkeypatch.setattr(feedback, "sanitize_html", slow)  # markdown cells take 30 s each
+    previous = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    page, out = make_exporter(render_timeout=1).from_notebook_node(make_notebook(), resources())
+    assert time.monotonic() - started < 5
+    assert signal.getsignal(signal.SIGALRM) is previous and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert "could not be rendered within the time limit (1 s)" in page
+    assert "<tr><td><code>test_answer</code></td><td>failed</td></tr>" in page
+    assert "<tr><td><code>test_visible_only</code></td><td>passed</td></tr>" in page
+    assert "Content-Security-Policy" in page and HIDDEN_MARKER not in page and "<script" not in page
+    assert out["output_extension"] == ".html" and out["nbgrader"]["notebook"] == "answer"
+
+
+def test_a_page_too_deep_to_render_gives_the_short_page(monkeypatch):
+    def deep(markup):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(feedback, "sanitize_html", deep)
+    page, _ = make_exporter().from_notebook_node(make_notebook(), resources())
+    assert "could not be rendered (too deeply nested)" in page
+    assert "<tr><td><code>test_answer</code></td><td>failed</td></tr>" in page
+
+
+def test_outside_the_main_thread_the_page_renders_without_limit():
+    pages = []
+    worker = threading.Thread(target=lambda: pages.append(render(render_timeout=1)))
+    worker.start()
+    worker.join(60)
+    assert len(pages) == 1 and "Grade cell: <code>test_answer</code>" in pages[0] and HIDDEN_MARKER not in pages[0]
+
+
+def test_in_a_browser_nothing_fires(page):
+    """Optional: Chromium opens the page (and the same page with a script slipped past
+    the sanitizer, which the policy must stop); no dialog, no script runs."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    injected = page.replace("</body>", "<script>alert('slipped'); document.title = 'RAN';</script>"
+                                       "<img src=x onerror=\"alert('slipped-img')\"></body>", 1)
+    with tempfile.TemporaryDirectory() as folder, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--proxy-server=http://127.0.0.1:9"])
+        try:
+            for name, markup in (("page", page), ("injected", injected)):
+                path = Path(folder) / f"{name}.html"
+                path.write_text(markup)
+                tab = browser.new_page()
+                dialogs, errors = [], []
+                tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                tab.on("pageerror", lambda e: errors.append(str(e)))
+                tab.goto(path.as_uri())
+                tab.wait_for_timeout(300)
+                assert dialogs == [] and errors == [], (name, dialogs, errors)
+                assert tab.title() == "answer"
+                assert "Grade cell: test_answer" in tab.inner_text("body")
+                tab.close()
+        finally:
+            browser.close()

@@ -7,14 +7,16 @@ this machine, one after the other, and prints submissions per minute:
 
 * nbgrader: one `nbgrader autograde ASSIGNMENT` over a course directory holding the N
   submissions (serial, no sandbox, no feedback pages);
-* ours, for each --jobs value: `python -m autograder grade ... --jobs J` (sandboxed,
-  verdicts from the guard, feedback pages and the class gradebook written).
+* ours, for each --jobs value: `python -m autograder grade ... --jobs J` (sandboxed
+  kernels, test cells run in the grader against the student's functions, feedback pages
+  and the class gradebook written; each worker starts the next kernel while it grades).
 
 Wall-clock times include each tool's start-up. Run it by hand on an idle machine; the
 test suite does not run it.
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -65,8 +67,9 @@ def ours(assignment, count, jobs, scratch):
                            "--out", str(scratch / f"ours-{jobs}" / "out"), "--jobs", str(jobs), "--no-progress"],
                           cwd=REPO, env=environment(), capture_output=True, text=True, check=True)
     seconds = time.monotonic() - started
-    full = done.stdout.count('"status": "graded"')
-    assert full == count, done.stdout[-2000:] + done.stderr[-2000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    full = [r for r in results if r["status"] == "graded" and r["score"] == r["max_score"]]
+    assert len(full) == count, done.stdout[-2000:] + done.stderr[-2000:]
     return seconds
 
 

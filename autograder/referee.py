@@ -42,8 +42,9 @@ from autograder import codec
 HELPER_MARK = "runs_beside_your_code"
 
 
-class GradingStopped(RuntimeError):
-    """The kernel cannot go on (it died or stopped answering): later tests do not run."""
+class GradingStopped(BaseException):
+    """The kernel cannot go on (it died or stopped answering): later tests do not run.
+    Not an Exception, so that a test's `except Exception` does not hide it."""
 
 
 class AgentGone(RuntimeError):

@@ -135,9 +135,18 @@ class Worker:
             return ""
         return " | ".join(text.strip().splitlines()[-5:])[-1500:]
 
-    def stop(self):
+    def stop(self, wait=0.0):
+        """Stop the worker: with `wait`, first let it finish on its own (it then removes the
+        kernel it started for the next submission), then kill it."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+            if wait:
+                try:
+                    self.process.stdin.close()
+                    self.process.wait(timeout=wait)
+                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    pass
+            if self.process.poll() is None:
+                self.process.kill()
             self.process.wait()
         self.process = None
 
@@ -373,7 +382,7 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
                     answer = worker.run(grader.task(submission, slot), grader.worker_timeout)
                     done.put((submission, answer, time.monotonic() - started))
             finally:
-                worker.stop()
+                worker.stop(wait=30)
 
         threads = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(jobs)]
         for thread in threads:

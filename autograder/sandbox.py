@@ -540,6 +540,29 @@ def _bounded_communicate(process, timeout, cap):
     return (chunks["out"].decode("utf-8", "replace"), chunks["err"].decode("utf-8", "replace"))
 
 
+def _remove_orphan(group, seconds=10):
+    """A cgroup whose grader is gone: kill what is left in it (a sandbox that was dying as
+    its grader was killed), then remove it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 def remove_stale_cgroups():
     """Remove empty cgroups left behind by sandboxes whose grader process is gone (killed)."""
     parents = [_own_cgroup_v1("memory"), _own_cgroup_v1("pids"), _own_cgroup_v2()]
@@ -561,8 +584,4 @@ def remove_stale_cgroups():
                 pass
             except PermissionError:
                 continue
-            try:
-                if not (child / "cgroup.procs").read_text().strip():
-                    child.rmdir()
-            except OSError:
-                pass
+            _remove_orphan(child)

@@ -95,7 +95,9 @@ class Worker:
 
     def _start(self):
         log = open(self.log_path, "ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # One thread for NumPy's and PyTorch's kernels in a worker: the test cells compute on
+        # small arrays, and idle OpenMP threads that spin would take the CPU other workers need.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.process = subprocess.Popen([sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=log, env=env, text=True,
                                         cwd=paths.REPO_ROOT, preexec_fn=_die_with_parent)

@@ -36,16 +36,28 @@ def _normal(source):
     return "\n".join(line.rstrip() for line in str(source).strip().splitlines())
 
 
-def _released(source):
-    """The source as students get it: nbgrader removes the hidden tests."""
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def solution_code(source):
+    """A solution cell's reference code, without nbgrader's solution markers."""
+    return "\n".join(line for line in str(source).splitlines() if line.strip() not in SOLUTION_MARKERS)
+
+
+def released_source(source, begin="BEGIN HIDDEN TESTS", end="END HIDDEN TESTS", note=None):
+    """`source` as students get it: without its hidden blocks, each replaced by `note`
+    (indented like the line that opened it) when one is given. Lines are matched as
+    nbgrader's ClearHiddenTests matches them (the delimiter anywhere in the line); a
+    block never closed hides the rest of the cell."""
     kept, hidden = [], False
     for line in str(source).splitlines():
-        marker = line.strip()
-        if marker == "### BEGIN HIDDEN TESTS":
+        if hidden:
+            hidden = end not in line
+        elif begin in line:
             hidden = True
-        elif marker == "### END HIDDEN TESTS":
-            hidden = False
-        elif not hidden:
+            if note is not None:
+                kept.append(line[:len(line) - len(line.lstrip())] + note)
+        else:
             kept.append(line)
     return "\n".join(kept)
 
@@ -90,7 +102,7 @@ def assemble(source_notebook, student_notebook):
             if seen_fixed[grade_id] == 2:
                 notes.append(f"cell {grade_id} appears more than once; the instructor's copy was graded once.")
             elif seen_fixed[grade_id] == 1:
-                if _normal(cell.get("source", "")) not in (_normal(original.source), _normal(_released(original.source))):
+                if _normal(cell.get("source", "")) not in (_normal(original.source), _normal(released_source(original.source))):
                     notes.append(f"cell {grade_id} was changed; the instructor's version was graded.")
                 if meta.get("solution") != _meta(original).get("solution") or \
                         meta.get("points") != _meta(original).get("points") or \

@@ -28,8 +28,8 @@ import nbformat
 import yaml
 
 from autograder import paths
+from autograder.assemble import solution_code
 
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 VERDICTS = ("wrong", "right")
 
 
@@ -74,8 +74,7 @@ def reference_code(source_notebook):
     for cell in source_notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("solution"):
-            lines = [line for line in cell.source.splitlines() if line.strip() not in MARKERS]
-            code[meta["grade_id"]] = "\n".join(lines)
+            code[meta["grade_id"]] = solution_code(cell.source)
     return code
 
 

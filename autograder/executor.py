@@ -35,6 +35,7 @@ import zmq
 from jupyter_client.session import Session
 
 from autograder import course_directory, referee, sandbox
+from autograder.assemble import solution_code
 
 AGENT_SOURCE = "\n".join(Path(__file__).with_name(name).read_text() for name in ("codec.py", "agent.py"))
 
@@ -401,14 +402,10 @@ def reference_cells(source_notebook):
         if cell.cell_type != "code" or (meta.get("grade") and not meta.get("solution")):
             continue
         if meta.get("solution"):
-            lines = [line for line in cell.source.splitlines() if line.strip() not in SOLUTION_MARKERS]
-            cells.append(("\n".join(lines), True))
+            cells.append((solution_code(cell.source), True))
         elif meta.get("locked"):
             cells.append((cell.source, False))
     return cells
-
-
-SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
 @dataclass

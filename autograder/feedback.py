@@ -24,6 +24,7 @@ the same changes to the same generated markup with patterns.
 
 import contextlib
 import copy
+import functools
 import html
 import re
 import signal
@@ -37,6 +38,8 @@ from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from traitlets import Bool, Float
+
+from autograder import assemble
 
 _IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)")
 _FOCUSABLE = re.compile(r'(<div class="[^"]*\bjp-(?:Cell-inputWrapper|OutputArea-output)\b[^"]*")(?![^>]*tabindex)')
@@ -117,20 +120,8 @@ def is_test_cell(cell):
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
-def released_source(source, begin="BEGIN HIDDEN TESTS", end="END HIDDEN TESTS", note=HIDDEN_TESTS_NOTE):
-    """`source` without its hidden blocks, each replaced by `note` (indented like the line
-    that opened it). Lines are matched as nbgrader's ClearHiddenTests matches them (the
-    delimiter anywhere in the line); a block never closed hides the rest of the cell."""
-    kept, hidden = [], False
-    for line in source.splitlines():
-        if hidden:
-            hidden = end not in line
-        elif begin in line:
-            hidden = True
-            kept.append(line[:len(line) - len(line.lstrip())] + note)
-        else:
-            kept.append(line)
-    return "\n".join(kept)
+# The released source of a test cell, each hidden block replaced by a note.
+released_source = functools.partial(assemble.released_source, note=HIDDEN_TESTS_NOTE)
 
 
 def _text(value):

@@ -51,7 +51,7 @@ class Result:
     digest: str = ""
     tests: dict = field(default_factory=dict)  # test cell -> [score, max_score]
     seconds: float = 0.0
-    flags: list = field(default_factory=list)  # what the grader noticed: changed cells, refused tricks
+    flags: list = field(default_factory=list)  # what the grader noticed: replaced cells, cells that claim to be tests
     problems: list = field(default_factory=list)  # what stopped the notebook: time, memory, a dead kernel
     messages: dict = field(default_factory=dict)  # test cell -> what it said when it failed
 

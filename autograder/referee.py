@@ -399,11 +399,10 @@ class Referee:
 
     def references_for(self, origin):
         """The graded functions defined before `origin`: they answer with the reference."""
-        if origin not in self.functions and origin not in dict(self.graded):
-            return []
         order = [name for name, _ in self.graded]
-        before = order[:order.index(origin)]
-        return [name for name in before if name in self.channel.references]
+        if origin not in order:
+            return []
+        return [name for name in order[:order.index(origin)] if name in self.channel.references]
 
     def run_setup(self, source, key):
         """An instructor cell that is not a test (imports, helpers): here as well as in the kernel."""

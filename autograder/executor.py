@@ -34,7 +34,7 @@ import nbformat
 import zmq
 from jupyter_client.session import Session
 
-from autograder import course_directory, referee, sandbox
+from autograder import course_directory, kernel_factory, referee, sandbox
 from autograder.assemble import solution_code
 
 AGENT_SOURCE = "\n".join(Path(__file__).with_name(name).read_text() for name in ("codec.py", "agent.py"))
@@ -81,14 +81,23 @@ class GraderFault(RuntimeError):
 class Kernel:
     """One ipykernel in one sandbox, and the sockets to talk to it."""
 
-    def __init__(self, box, settings):
-        self.box, self.settings = box, settings
+    def __init__(self, box, settings, factory=None):
+        self.box, self.settings, self.factory = box, settings, factory
+        self.process = None  # the kernel: bubblewrap's Popen, or a kernel_factory.Forked
         self.session = Session(key=secrets.token_hex(32).encode(), signature_scheme="hmac-sha256",
                                username="grader")
         self.context = zmq.Context()
         self.sockets = {}
         self.stderr_tail = b""
-        self._start()
+        try:
+            self._start()
+        except BaseException:
+            for sock in self.sockets.values():
+                sock.close(linger=0)
+            self.context.term()
+            if getattr(self, "agent_socket", None) is not None:
+                self.agent_socket.close()
+            raise
 
     def _start(self):
         box = self.box
@@ -103,11 +112,23 @@ class Kernel:
         # The agent's socket: the kernel keeps one end (same number inside), we the other.
         self.agent_socket, inside = socket.socketpair()
         self.agent_fd = inside.fileno()
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", box.inside(f"{sandbox.IPC}/kernel.json"),
-                "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"]
+        arguments = ["-f", box.inside(f"{sandbox.IPC}/kernel.json"), "--HistoryManager.enabled=False",
+                     "--IPKernelApp.quiet=True"]
         err_read, err_write = os.pipe()
         try:
-            box.popen(argv, files=files, env=env, pass_fds=(self.agent_fd,), stderr=err_write)
+            if self.factory is None:
+                self.process = box.popen([sys.executable, "-m", "ipykernel_launcher", *arguments], files=files,
+                                         env=env, pass_fds=(self.agent_fd,), stderr=err_write)
+            else:
+                # The sandbox around a placeholder, then a kernel forked into it.
+                box.popen(["sleep", "infinity"], files=files, env=env)
+                request = {"cgroups": [str(group) for group in box.cgroups], "rlimits": box.rlimits(),
+                           "uid": box.uid, "own": [sandbox.HOME, sandbox.IPC, "/tmp"],
+                           "env": {**env, "HOME": sandbox.HOME, "PWD": sandbox.HOME}, "cwd": sandbox.HOME, "kernel_args": arguments}
+                self.process = self.factory.spawn(box.child_pid, request, err_write, self.agent_fd)
+        except BaseException:
+            os.close(err_read)
+            raise
         finally:
             os.close(err_write)
             inside.close()
@@ -155,7 +176,8 @@ class Kernel:
         os.close(fd)
 
     def alive(self):
-        return self.box.process is not None and self.box.process.poll() is None
+        return (self.box.process is not None and self.box.process.poll() is None
+                and self.process is not None and self.process.poll() is None)
 
     def send(self, channel, msg_type, content):
         message = self.session.msg(msg_type, content)
@@ -256,6 +278,8 @@ class Kernel:
             sock.close(linger=0)
         self.context.term()
         self.box.kill()
+        if isinstance(self.process, kernel_factory.Forked):
+            self.process.close()
         self.agent_socket.close()
 
 
@@ -461,12 +485,50 @@ def imported_modules(sources):
     return sorted(names)
 
 
-def launch_kernel(isolation, settings, slot, name):
+class Factories:
+    """A grading worker's kernel factories (autograder/kernel_factory.py), one per set of
+    preloaded libraries, started on first use. A factory that fails is not used again:
+    kernels then start from nothing, as without one."""
+
+    def __init__(self):
+        self.factories, self.broken = {}, ""
+
+    def get(self, isolation, preload):
+        if self.broken or not (isolation.sandboxed and isolation.as_root):
+            return None
+        key = tuple(preload)
+        if key not in self.factories:
+            env = {**KERNEL_ENV, "PYTHONPATH": ""}
+            self.factories[key] = kernel_factory.KernelFactory(key, env, timeout=120)
+        return self.factories[key]
+
+    def fail(self, error):
+        self.broken = str(error)
+        sys.stderr.write(f"kernel factory failed, kernels start from nothing from now on: {error}\n")
+        self.close()
+
+    def close(self):
+        for factory in self.factories.values():
+            factory.close()
+        self.factories = {}
+
+
+FACTORIES = None  # a grading worker sets Factories here; elsewhere kernels start from nothing
+
+
+def launch_kernel(isolation, settings, slot, name, preload=()):
     """(sandbox, kernel) just started. Call it from a thread that outlives the kernel:
-    bubblewrap dies with the thread that started it (--die-with-parent)."""
+    bubblewrap, and the kernel factory, die with the thread that started them."""
+    factory = FACTORIES.get(isolation, preload) if FACTORIES is not None else None
     box = sandbox.Sandbox(isolation, settings.limits, slot=slot, name=name)
     try:
-        return box, Kernel(box, settings)
+        return box, Kernel(box, settings, factory)
+    except (kernel_factory.FactoryFailed, OSError) as error:
+        box.close()
+        if factory is None:
+            raise
+        FACTORIES.fail(error)
+        return launch_kernel(isolation, settings, slot, name, preload)
     except BaseException:
         box.close()
         raise
@@ -495,7 +557,7 @@ def prepare_kernel(box, kernel, settings, preload=()):
 
 def start_kernel(isolation, settings, slot, name, preload=()):
     """(sandbox, kernel) ready to run a notebook."""
-    box, kernel = launch_kernel(isolation, settings, slot, name)
+    box, kernel = launch_kernel(isolation, settings, slot, name, preload)
     return prepare_kernel(box, kernel, settings, preload)
 
 
@@ -525,7 +587,7 @@ class Spare:
             ready = start_kernel(isolation, settings, slot, "kernel", preload)
         self.key, self.ready = key, None
         try:
-            launched = launch_kernel(isolation, settings, slot, "spare")  # in this thread, which stays
+            launched = launch_kernel(isolation, settings, slot, "spare", preload)  # in this thread, which stays
         except Exception as error:  # that submission will start its own
             self.ready = error
         else:

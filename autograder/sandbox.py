@@ -321,6 +321,11 @@ class Sandbox:
                 os.write(fd, str(os.getpid()).encode())
             finally:
                 os.close(fd)
+        for which, soft, hard in self.rlimits():
+            resource.setrlimit(which, (soft, hard))
+
+    def rlimits(self):
+        """[(resource, soft, hard)]: the setrlimit limits of every process in the sandbox."""
         limits = self.limits
         settings = [
             (resource.RLIMIT_CPU, limits.cpu_seconds),
@@ -334,6 +339,7 @@ class Sandbox:
             settings.append((resource.RLIMIT_AS, limits.memory + 2 * GiB))
             if self.isolation.as_root:
                 settings.append((resource.RLIMIT_NPROC, limits.processes))
+        result = []
         for which, value in settings:
             soft, hard = resource.getrlimit(which)
             if hard != resource.RLIM_INFINITY:
@@ -342,7 +348,8 @@ class Sandbox:
             ceiling = value + 5 if which == resource.RLIMIT_CPU else value
             if hard != resource.RLIM_INFINITY:
                 ceiling = min(ceiling, hard)
-            resource.setrlimit(which, (value, ceiling))
+            result.append((which, value, ceiling))
+        return result
 
     def command(self, argv, files=None, env=None, cwd=HOME):
         """The bwrap command line that runs argv; files: {path inside: host path}."""

@@ -118,6 +118,7 @@ def main():
     from autograder import executor
 
     executor.SPARE = executor.Spare()  # the next submission's kernel starts while this one is graded
+    executor.FACTORIES = executor.Factories()  # kernels forked from a process that imported PyTorch once
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -130,6 +131,7 @@ def main():
             result = {"student": task.get("student"), "error": detail[-3000:]}
         protocol.write(json.dumps(result) + "\n")
     executor.SPARE.close()
+    executor.FACTORIES.close()
     return 0
 
 

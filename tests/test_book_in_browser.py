@@ -365,6 +365,12 @@ PAGE_FACTS = r"""async () => {
             return (number ? number.firstChild.textContent.trim() + " " : "") + `"${tex}..." `
                    + (overNumber ? "runs into its number" : "is wider than the column");
         }).filter(Boolean),
+        // Code blocks (lesson cells, code in the text) wider than their column: cut off
+        // on the page unless the reader scrolls sideways.
+        wideCode: Array.from(document.querySelectorAll(".cell_input pre, div.highlight pre"))
+                       .filter(pre => !pre.closest(".cell_output") && pre.scrollWidth > pre.clientWidth + 1)
+                       .map(pre => pre.textContent.split("\n")
+                                      .reduce((a, b) => (b.length > a.length ? b : a), "").slice(0, 80)),
         unresolved: Array.from(document.querySelectorAll(".xref"))
                          .filter(e => !e.closest("a")).map(e => e.textContent),
         links: Array.from(document.querySelectorAll("a[href]"))
@@ -458,6 +464,7 @@ def test_page_renders_offline(visit, server, path):
                             f"{facts['displayTypeset']} typeset as display math")
         problems += [f"MathJax error: {e!r}" for e in facts["mathErrors"]]
         problems += [f"display equation {c}" for c in facts["crowded"]]
+        problems += [f"code wider than its column: {line!r}" for line in facts["wideCode"]]
     plots = plots_expected(path)
     if plots and facts["outputImages"] < plots:
         problems.append(f"the executed notebook has {plots} plots, the page's cell outputs "

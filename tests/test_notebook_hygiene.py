@@ -15,6 +15,10 @@ LESSONS_AND_SOLUTIONS = sorted(
     if "assignment" not in p.parent.name and ".ipynb_checkpoints" not in p.parts
 )
 CHAPTERS = sorted(p for p in paths.BOOK.glob("[0-9][0-9]_*") if p.is_dir())
+LESSONS = sorted(p for p in paths.BOOK.glob("[0-9][0-9]_*/lesson.ipynb"))
+# Characters of code that the book's code column shows without scrolling (77 at the
+# browser test's 1280-pixel window; tests/test_book_in_browser.py checks the pages too).
+CODE_COLUMN = 76
 ALLOWED_IN_ASSIGNMENTS = {"numpy", "torch", "matplotlib"} | set(sys.stdlib_module_names)
 
 
@@ -36,6 +40,15 @@ def test_only_checked_cells_keep_outputs(path):
             assert cell.execution_count is not None, f"cell {index}: nbval skips checked cells never run"
         else:
             assert not cell.outputs, f"cell {index} of {path.name} has outputs committed: clear them"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=ids(LESSONS))
+def test_lesson_code_fits_the_book_column(path):
+    """A lesson's code is read on the page: no line is cut off at the column's edge."""
+    notebook = nbformat.read(path, as_version=4)
+    long_lines = [f"cell {index}: {line!r}" for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+                  for line in cell.source.splitlines() if len(line) > CODE_COLUMN]
+    assert not long_lines, f"{len(long_lines)} lines longer than {CODE_COLUMN} characters:\n" + "\n".join(long_lines)
 
 
 @pytest.mark.parametrize("path", sorted(paths.SOLUTIONS.rglob("*.ipynb")), ids=ids(sorted(paths.SOLUTIONS.rglob("*.ipynb"))))

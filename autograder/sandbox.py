@@ -204,8 +204,10 @@ def _probe():
 def _python_roots():
     """Read-only folders this Python needs: its installation and its virtual environment."""
     roots = []
-    for prefix in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
-        path = os.path.realpath(prefix)
+    prefixes = (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)))
+    # Both the real folders and the names they are reached by (a virtual environment
+    # behind a symbolic link is started by the link's name).
+    for path in [os.path.realpath(p) for p in prefixes] + [os.path.abspath(p) for p in prefixes]:
         if not path.startswith("/usr/") and path not in roots:
             roots.append(path)
     # a prefix inside another one is already there

@@ -17,6 +17,9 @@ def main(argv=None):
     grade.add_argument("assignment", help="the assignment's name, as in solutions/ASSIGNMENT/")
     grade.add_argument("submissions", nargs="+",
                        help="notebooks (STUDENT.ipynb), folders (STUDENT/ASSIGNMENT/*.ipynb) or zip files")
+    grade.add_argument("--solutions", default=str(paths.SOLUTIONS),
+                       help="the folder of source notebooks, SOLUTIONS/ASSIGNMENT/*.ipynb (default: this "
+                            "repository's solutions/; a private copy keeps hidden tests from students)")
     grade.add_argument("--out", default="grading", help="where grades.csv, feedback/ and results/ go")
     grade.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: cores)")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded in --out")
@@ -53,7 +56,7 @@ def main(argv=None):
         from autograder.grade import grade as grade_batch
 
         try:
-            paths.assignment_notebooks(args.assignment)
+            paths.assignment_notebooks(args.assignment, args.solutions)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -74,7 +77,8 @@ def main(argv=None):
                         progress=not args.no_progress, emit=lambda line: print(line, flush=True),
                         cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
                         memory=limits.memory, processes=limits.processes, db_url=args.db,
-                        isolate=isolation.sandboxed, feedback_hidden_tests=args.feedback_hidden_tests)
+                        isolate=isolation.sandboxed, feedback_hidden_tests=args.feedback_hidden_tests,
+                        solutions=args.solutions)
         except RuntimeError as error:  # the gradebook cannot be used: nothing is recorded
             print(f"error: {error}", file=sys.stderr)
             return 2

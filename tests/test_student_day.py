@@ -1,0 +1,430 @@
+"""The student's and the instructor's day, end to end, in a real JupyterLab.
+
+One test walks the loop that a course on one machine (or a JupyterHub) runs:
+
+1. the instructor releases `soft_lookup` through nbgrader's exchange (a folder made
+   for the test, the course id of autograder/course_directory.py);
+2. a student, in a JupyterLab server started by the test on the loopback interface with
+   a token and the student setup of autograder/student_jupyter/ (no formgrader, no
+   Create Assignment), driven by playwright in headless Debian Chromium: opens the
+   Assignments panel, fetches the assignment, opens the notebook, types two answers into
+   their cells through the editor, runs all cells, presses Validate and reads the
+   dialog, and submits;
+3. a second student submits a broken notebook with nbgrader's command line;
+4. the instructor collects, grades with `python -m autograder grade` (the sandboxed
+   grader), checks that the first student scored exactly the two answers typed and the
+   second got a clear error, releases the feedback page, and the student fetches it and
+   opens it in JupyterLab.
+
+A screenshot of each step goes to `_build/student_day/` (or `$STUDENT_DAY_SCREENSHOTS`).
+
+A second test grades a submission from a private copy of `solutions/` kept outside the
+repository, with hidden tests that differ from the public ones, through the zip path
+that a learning management system gives (the student version downloaded from the book).
+
+The browser test skips, with the reason, where playwright, Chromium (`/usr/bin/chromium`
+or `$CHROMIUM`), JupyterLab, nbgrader's JupyterLab extension or bubblewrap is missing.
+Run as root, the test starts the students' processes as uid 65534 (`setpriv`), so that
+nbgrader's exchange permissions are exercised between two users; where it cannot, the
+students run as the test's user and a warning says why.
+"""
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import warnings
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import paths
+from autograder.course_directory import CourseDirectory
+from tests.conftest import run_autograder
+from tests.test_book_in_browser import CHROMIUM, CHROMIUM_ARGS
+
+REPO = Path(__file__).resolve().parent.parent
+SCREENSHOTS = Path(os.environ.get("STUDENT_DAY_SCREENSHOTS", REPO / "_build" / "student_day"))
+STUDENT_SETUP = REPO / "autograder" / "student_jupyter"
+ASSIGNMENT = "soft_lookup"
+BIN = Path(sys.executable).parent
+# What the student types: two short, correct answers (3 + 2 points of 22).
+ANSWERS = {
+    "dot_score": '''def dot_score(q, K):
+    """Scores q . k_j of a query q (..., d) against keys K (..., n, d); returns (..., n)."""
+    return (q[..., None, :] * K).sum(axis=-1)
+''',
+    "scaled_dot_score": '''def scaled_dot_score(q, K):
+    """Scores q . k_j / sqrt(d_k) of q (..., d_k) against K (..., n, d_k); returns (..., n)."""
+    return (q[..., None, :] * K).sum(axis=-1) / np.sqrt(K.shape[-1])
+''',
+}
+ANSWER_POINTS = 5.0
+TIMEOUT_MS = 120_000  # generous: two shared cores, a kernel importing torch
+
+
+def _missing():
+    """Why the browser test cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -r requirements.txt)"
+    if not CHROMIUM.is_file():
+        return f"no Chromium at {CHROMIUM} (Debian package chromium; or set $CHROMIUM)"
+    if not (BIN / "jupyter-lab").is_file():
+        return "JupyterLab is not installed in this environment (pip install -r requirements.txt)"
+    labextension = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader"
+    if not labextension.is_dir():
+        return f"nbgrader's JupyterLab extension is missing ({labextension})"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (Debian package bubblewrap) is not installed: the grader refuses to run student code"
+    return None
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def instructor_course(root, exchange):
+    """An nbgrader course directory whose exchange is `exchange`, with the assignment released."""
+    course = CourseDirectory(root)
+    with open(course.root / "nbgrader_config.py", "a") as handle:
+        handle.write(f"c.Exchange.root = {str(exchange)!r}\n")
+    course.add_source(ASSIGNMENT, paths.SOLUTIONS)
+    course.nbgrader("generate_assignment", ASSIGNMENT, "--force", timeout=300)
+    course.nbgrader("release_assignment", ASSIGNMENT, "--force", timeout=120)
+    return course
+
+
+def student_environment(home, exchange, student):
+    """The environment of a student's Jupyter: the student setup, as a JupyterHub course sets it."""
+    config = home / ".jupyter"
+    shutil.copytree(STUDENT_SETUP, config)
+    # No question about Jupyter news in the middle of the screenshots (a test setting).
+    news = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    return {**os.environ, "HOME": str(home), "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_DATA_DIR": str(home / ".local" / "share" / "jupyter"),
+            "JUPYTER_RUNTIME_DIR": str(home / ".runtime"),
+            "JUPYTERLAB_SETTINGS_DIR": str(home / ".jupyter" / "lab" / "user-settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(home / ".jupyter" / "lab" / "workspaces"),
+            "NBGRADER_EXCHANGE": str(exchange), "JUPYTERHUB_USER": student,
+            "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", ""), "COURSE_FORCE_CPU": "1",
+            "OMP_NUM_THREADS": "1"}
+
+
+STUDENT_UID = 65534  # "nobody": a user that owns nothing of the instructor's
+
+
+def as_student():
+    """The command prefix that runs a student's process as another, unprivileged user, or
+    [] with the reason where that cannot be done (then the student is this test's user)."""
+    if os.geteuid() != 0:
+        return [], "the test does not run as root: the student is this test's user"
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return [], "setpriv (util-linux) is missing: the student runs as root"
+    prefix = [setpriv, f"--reuid={STUDENT_UID}", f"--regid={STUDENT_UID}", "--clear-groups"]
+    # The server starts kernels with this Python: it must run from a process of that user
+    # too (setpriv alone may start it where a child of it cannot).
+    child = f"import subprocess; subprocess.run([{sys.executable!r}, '-c', 'import ipykernel, nbgrader'], check=True)"
+    probe = subprocess.run(prefix + ["/bin/sh", "-c", f"{sys.executable} -c \"{child}\""],
+                           capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        return [], (f"uid {STUDENT_UID} cannot run this environment's Python ({sys.executable}): "
+                    f"{probe.stderr.strip()[-300:]}; the student runs as root")
+    return prefix, f"the student runs as uid {STUDENT_UID}, the instructor as root"
+
+
+def owned_by_student(path, prefix):
+    if prefix:
+        for folder, _, files in os.walk(path):
+            for name in [folder] + [os.path.join(folder, f) for f in files]:
+                os.chown(name, STUDENT_UID, STUDENT_UID)
+
+
+class JupyterLab:
+    """A student's JupyterLab server on loopback, with a token; stopped with its process group."""
+
+    def __init__(self, home, env, log, prefix=()):
+        self.port, self.token = free_port(), secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        allow_root = [] if prefix or os.geteuid() != 0 else ["--allow-root"]
+        self.process = subprocess.Popen(
+            [*prefix, str(BIN / "jupyter-lab"), *allow_root, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={home}",
+             "--ServerApp.port_retries=0", "--LabApp.news_url=", "--LabApp.check_for_updates_class="
+             "jupyterlab.NeverCheckForUpdate"],
+            cwd=home, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait(self, timeout=180):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"JupyterLab stopped: {Path(self.log).read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)  # polling the server until it answers, not guessing
+        raise AssertionError(f"JupyterLab did not answer in {timeout} s: {Path(self.log).read_text()[-3000:]}")
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 15)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+
+
+class Screenshots:
+    def __init__(self, page):
+        self.page, self.count = page, 0
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for old in SCREENSHOTS.glob("*.png"):
+            old.unlink()
+
+    def __call__(self, name):
+        self.count += 1
+        self.page.screenshot(path=str(SCREENSHOTS / f"{self.count:02d}_{name}.png"))
+
+
+def open_nbgrader_menu(page):
+    page.locator(".lm-MenuBar-item", has_text="Nbgrader").click()
+    return page.locator(".lm-Menu").last
+
+
+def type_answer(page, name, code):
+    """Replace the stub of the answer cell defining `name` with `code`, through the editor."""
+    cell = page.locator(".jp-CodeCell", has=page.locator(".cm-content", has_text=f"def {name}(")).first
+    cell.scroll_into_view_if_needed()
+    editor = cell.locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    # insert_text goes through the editor's input handling as a paste would, without the
+    # editor's auto-indent and bracket closing turning typed keys into other text.
+    page.keyboard.insert_text(code.rstrip("\n"))
+    page.keyboard.press("Escape")
+    return cell
+
+
+def notebook_cells(panel):
+    """Each cell of the open notebook: the start of its source, its prompt, whether it shows an error."""
+    return panel.locator(".jp-Notebook").evaluate("""notebook => [...notebook.querySelectorAll('.jp-Cell')].map(
+        cell => ({source: (cell.querySelector('.cm-content') || {textContent: ''}).textContent.slice(0, 200),
+                  prompt: (cell.querySelector('.jp-InputPrompt') || {textContent: ''}).textContent.trim(),
+                  error: !!cell.querySelector('.jp-OutputArea-output[data-mime-type*="error"]')
+                         || /Error/.test((cell.querySelector('.jp-OutputArea') || {textContent: ''}).textContent)}))""")
+
+
+def broken_submission(home, exchange, prefix):
+    """A second student submits, with nbgrader's command line, a notebook that is not JSON."""
+    env = student_environment(home, exchange, "bob")
+    owned_by_student(home, prefix)
+    subprocess.run([*prefix, sys.executable, "-m", "nbgrader", "fetch_assignment", ASSIGNMENT], cwd=home, env=env,
+                   check=True, capture_output=True, timeout=120)
+    (home / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text('{"cells": [{"cell_type": "code", "sou')
+    subprocess.run([*prefix, sys.executable, "-m", "nbgrader", "submit", ASSIGNMENT], cwd=home, env=env,
+                   check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.xdist_group("browser")
+def test_student_and_instructor_day(tmp_path):
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    from playwright.sync_api import expect, sync_playwright
+
+    prefix, who = as_student()
+    if not prefix:
+        warnings.warn(f"exchange permissions between two users not exercised: {who}")
+    # Folders the student's user can reach (pytest's own tmp folders are private to root).
+    shared = Path(tempfile.mkdtemp(prefix="student-day-"))
+    shared.chmod(0o755)
+    exchange = shared / "exchange"
+    exchange.mkdir()
+    exchange.chmod(0o777)  # nbgrader's exchange: each student writes its own inbound files
+    course = instructor_course(tmp_path / "course", exchange)
+    alice = shared / "alice"
+    alice.mkdir()
+    env = student_environment(alice, exchange, "alice")
+    owned_by_student(alice, prefix)
+    lab = JupyterLab(alice, env, tmp_path / "jupyterlab.log", prefix)
+    try:
+        lab.wait()
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            shot = Screenshots(page)
+            page.goto(f"{lab.url}/lab?token={lab.token}")
+            expect(page.locator(".jp-Launcher")).to_be_visible()
+
+            # The Nbgrader menu: a student's tools only.
+            menu = open_nbgrader_menu(page)
+            expect(menu.get_by_text("Assignment List")).to_be_visible()
+            shot("nbgrader_menu")
+            items = menu.locator(".lm-Menu-itemLabel").all_inner_texts()
+            assert not [i for i in items if "Formgrader" in i or "Course" in i], items
+            menu.get_by_text("Assignment List").click()
+
+            # Fetch the released assignment.
+            released = page.locator("#released_assignments_list")
+            fetch = released.locator(".list_item", has_text=ASSIGNMENT).get_by_role("button", name="Fetch")
+            expect(fetch).to_be_visible()
+            shot("assignments_released")
+            fetch.click()
+            fetched = page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).first
+            expect(fetched).to_be_visible()
+            assert (alice / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
+            shot("assignments_fetched")
+
+            # Open the notebook from the panel.
+            fetched.locator("a", has_text=ASSIGNMENT).first.click()
+            notebook_link = page.locator("#fetched_assignments_list a", has_text=f"{ASSIGNMENT}").last
+            expect(notebook_link).to_be_visible()
+            notebook_link.click()
+            panel = page.locator(".jp-NotebookPanel:visible")
+            expect(panel.locator(".cm-content", has_text="def dot_score(").first).to_be_visible()
+            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached()
+            shot("notebook_opened")
+
+            for name, code in ANSWERS.items():
+                type_answer(page, name, code)
+            shot("answers_typed")
+            page.keyboard.press("Control+s")
+
+            # Run all: the cells run up to the first function still unfinished.
+            page.locator(".lm-MenuBar-item", has_text="Run").click()
+            page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+            error = panel.locator(".jp-OutputArea-output", has_text="NotImplementedError").first
+            expect(error).to_be_visible()
+            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached()
+            error.scroll_into_view_if_needed()
+            cells = notebook_cells(panel)
+            ran = [c for c in cells if re.fullmatch(r"\[\d+\]:", c["prompt"])]
+            failed = [c for c in cells if c["error"]]
+            assert len(failed) == 1 and "general_score: a small case" in failed[0]["source"], failed
+            for test in ("dot_score: one query against four keys", "scaled_dot_score: one query against three"):
+                assert [c for c in ran if test in c["source"] and not c["error"]], (test, ran)
+            assert not [c for c in ran if "additive_score" in c["source"]], "Run All went past the error"
+            shot("run_all_stops_at_first_unfinished")
+            page.keyboard.press("Control+s")
+
+            # Validate: the toolbar's button and its dialog.
+            panel.locator(".jp-Toolbar-item", has_text="Validate").first.click()
+            dialog = page.locator(".jp-Dialog")
+            expect(dialog).to_be_visible()
+            expect(dialog.locator(".jp-Dialog-body")).to_contain_text("NotImplementedError")
+            shot("validate_dialog")
+            validation_text = dialog.inner_text()
+            dialog.get_by_role("button").last.click()
+            expect(dialog).to_have_count(0)
+
+            # Submit from the Assignments panel.
+            page.locator(".lm-TabBar-tab", has_text="Assignments").click()
+            submit = page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).get_by_role(
+                "button", name="Submit").first
+            submit.click()
+            submitted = page.locator("#submitted_assignments_list .list_item", has_text=ASSIGNMENT)
+            expect(submitted.first).to_be_visible()
+            shot("submitted")
+
+            # A second student's broken notebook; the instructor collects and grades.
+            bob = shared / "bob"
+            bob.mkdir()
+            broken_submission(bob, exchange, prefix)
+            course.nbgrader("collect", ASSIGNMENT, timeout=120)
+            submitted_dir = course.root / "submitted"
+            assert sorted(p.name for p in submitted_dir.iterdir()) == ["alice", "bob"]
+            out = tmp_path / "grading"
+            code, lines, log = run_autograder("grade", ASSIGNMENT, submitted_dir, "--out", out, "--no-progress")
+            assert code == 0, log
+            results = {line["student"]: line for line in lines}
+            assert results["alice"]["status"] == "graded", results["alice"]
+            assert results["alice"]["score"] == ANSWER_POINTS, results["alice"]
+            assert results["bob"]["status"] == "error" and "bob" in results["bob"]["message"], results["bob"]
+
+            # Feedback: the grader's page, released through the exchange.
+            feedback = course.root / "feedback" / "alice" / ASSIGNMENT
+            feedback.mkdir(parents=True)
+            shutil.copy(out / "feedback" / "alice.html", feedback / f"{ASSIGNMENT}.html")
+            for name in ("timestamp.txt", "submission_secret.txt"):
+                shutil.copy(submitted_dir / "alice" / ASSIGNMENT / name, feedback / name)
+            course.nbgrader("release_feedback", ASSIGNMENT, timeout=120)
+
+            page.locator("#refresh_assignments_list").click()
+            fetch_feedback = page.locator("#submitted_assignments_list").get_by_role("button",
+                                                                                    name="Fetch Feedback")
+            fetch_feedback.first.click()
+            view = page.locator("#submitted_assignments_list a", has_text="view feedback").first
+            expect(view).to_be_visible()
+            shot("feedback_fetched")
+            view.click()
+            html_file = page.locator(".jp-DirListing-item", has_text=f"{ASSIGNMENT}.html").first
+            expect(html_file).to_be_visible()
+            html_file.dblclick()
+            viewer = page.frame_locator("iframe").last
+            expect(viewer.locator("body")).to_contain_text(f"{ASSIGNMENT} (Score: {ANSWER_POINTS:.1f} / 22.0)")
+            shot("feedback_opened")
+            browser.close()
+    finally:
+        lab.stop()
+        shutil.rmtree(shared, ignore_errors=True)
+    print("validate dialog said:", validation_text[:300])
+    print("the broken submission got:", results["bob"]["message"])
+
+
+def test_grading_from_a_private_copy_of_the_solutions(tmp_path):
+    """An instructor keeps solutions/ (with hidden tests of their own) outside the public
+    repository and grades the zip that a learning management system gives with it."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (Debian package bubblewrap) is not installed: the grader refuses to run student code")
+    private = tmp_path / "private-solutions"
+    shutil.copytree(paths.SOLUTIONS / ASSIGNMENT, private / ASSIGNMENT)
+    source = private / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    notebook = nbformat.read(source, as_version=4)
+    # A hidden test of the instructor's own, that the public repository does not have:
+    # it fails every answer, so that the grade shows which copy graded.
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_dot_score_batches":
+            cell.source += ("\n### BEGIN HIDDEN TESTS\n"
+                            "assert False, 'a hidden test kept in the private copy'\n### END HIDDEN TESTS\n")
+    nbformat.write(notebook, source)
+
+    # The student downloads the student version from the book and answers dot_score.
+    student = nbformat.read(paths.student_version_folder(ASSIGNMENT) / f"{ASSIGNMENT}.ipynb", as_version=4)
+    for cell in student.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "dot_score":
+            cell.source = ANSWERS["dot_score"]
+    submissions = tmp_path / "lms"
+    submissions.mkdir()
+    with zipfile.ZipFile(submissions / "carol.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"{ASSIGNMENT}.ipynb", nbformat.writes(student))
+
+    code, lines, log = run_autograder("grade", ASSIGNMENT, submissions / "carol.zip", "--solutions", private,
+                                      "--out", tmp_path / "grading", "--no-progress")
+    assert code == 0, log
+    (result,) = lines
+    assert result["status"] == "graded", result
+    # dot_score's visible test (1 point) passes; the private hidden test fails its 2 points.
+    assert result["score"] == 1.0, result
+    assert "private copy" in json.dumps(result["messages"]), result

@@ -765,7 +765,7 @@ def _wait_for_end(kernel, run):
 
 
 def _death_reason(text, box, settings):
-    usage = box.usage()
+    usage = box.usage() if box is not None else {}  # None: the kernel never started
     if usage.get("oom_kills"):
         return (f"the kernel was stopped because it used more than its memory limit "
                 f"({settings.limits.memory / sandbox.GiB:g} GiB)")

@@ -558,7 +558,16 @@ def prepare_kernel(box, kernel, settings, preload=()):
 def start_kernel(isolation, settings, slot, name, preload=()):
     """(sandbox, kernel) ready to run a notebook."""
     box, kernel = launch_kernel(isolation, settings, slot, name, preload)
-    return prepare_kernel(box, kernel, settings, preload)
+    try:
+        return prepare_kernel(box, kernel, settings, preload)
+    except KernelDied as error:
+        if not isinstance(kernel.process, kernel_factory.Forked):
+            raise
+        # A forked kernel that does not start is the factory's fault, not the student's:
+        # this worker's kernels start from nothing from now on.
+        FACTORIES.fail(error)
+        box, kernel = launch_kernel(isolation, settings, slot, name, preload)
+        return prepare_kernel(box, kernel, settings, preload)
 
 
 class Spare:

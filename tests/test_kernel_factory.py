@@ -113,3 +113,18 @@ def test_a_failing_factory_leaves_kernels_starting_from_nothing(isolation, facto
     how, seen = probe(isolation, "fallback")
     assert how == "Popen" and "setns" in factories.broken
     assert seen["network"] != "open"
+
+
+def test_a_forked_kernel_that_dies_at_start_is_replaced_by_one_started_from_nothing(isolation, factories,
+                                                                                    monkeypatch):
+    spawn = kernel_factory.KernelFactory.spawn
+
+    def spawn_and_kill(self, *args, **kwargs):
+        forked = spawn(self, *args, **kwargs)
+        forked.kill()
+        return forked
+
+    monkeypatch.setattr(kernel_factory.KernelFactory, "spawn", spawn_and_kill)
+    how, seen = probe(isolation, "replaced")
+    assert how == "Popen" and "did not start" in factories.broken
+    assert seen["network"] != "open"

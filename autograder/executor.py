@@ -122,9 +122,7 @@ class Kernel:
             else:
                 # The sandbox around a placeholder, then a kernel forked into it.
                 box.popen(["sleep", "infinity"], files=files, env=env)
-                request = {"cgroups": [str(group) for group in box.cgroups], "rlimits": box.rlimits(),
-                           "uid": box.uid, "own": [sandbox.HOME, sandbox.IPC, "/tmp"],
-                           "env": {**env, "HOME": sandbox.HOME, "PWD": sandbox.HOME}, "cwd": sandbox.HOME, "kernel_args": arguments}
+                request = {**box.joining(env), "kernel_args": arguments}
                 self.process = self.factory.spawn(box.child_pid, request, err_write, self.agent_fd)
         except BaseException:
             os.close(err_read)

@@ -46,6 +46,8 @@ MiB = 1024 ** 2
 HOME = "/home/student"
 IPC = "/run/ipc"
 IPC_SIZE = 16 * MiB  # the size of /run/ipc
+# The writable folders, which belong to the student's uid once the sandbox is set up.
+STUDENT_FOLDERS = (HOME, IPC, "/tmp")
 # Numeric uids for student code when the grader runs as root: one per parallel job and
 # grading batch, far above any real account. They need no /etc/passwd entry.
 UID_BASE = 1_900_000_000
@@ -398,9 +400,16 @@ class Sandbox:
             # an unprivileged uid of its own, with no capabilities and no way back.
             args += ["--chmod", "0700", HOME, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
                      "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
-            args += [sys.executable, "-I", "-S", "-c", _DROP, str(self.uid), HOME, IPC, "/tmp", "--"]
+            args += [sys.executable, "-I", "-S", "-c", _DROP, str(self.uid), *STUDENT_FOLDERS, "--"]
         args += ["--"] if not isolation.as_root else []
         return args + list(argv)
+
+    def joining(self, env, cwd=HOME):
+        """What a process forked into this sandbox from outside (autograder/kernel_factory.py)
+        takes on, to match one that bubblewrap started with `command(env=env)`: the cgroups,
+        the limits, the uid and its folders, the environment and the working folder."""
+        return {"cgroups": [str(group) for group in self.cgroups], "rlimits": self.rlimits(), "uid": self.uid,
+                "own": list(STUDENT_FOLDERS), "env": {**env, "HOME": HOME, "PWD": cwd}, "cwd": cwd}
 
     def file(self, name, data):
         """A host file to bind read-only into the sandbox (see `command(files=...)`)."""
@@ -420,7 +429,7 @@ class Sandbox:
         if self.process is not None:
             raise RuntimeError("one process tree per sandbox")
         if not self.isolation.sandboxed:
-            for folder in (HOME, IPC, "/tmp"):
+            for folder in STUDENT_FOLDERS:
                 Path(self.root_path(folder)).mkdir(parents=True, exist_ok=True)
             for inside, host in (files or {}).items():
                 shutil.copyfile(host, self.root_path(inside))

@@ -35,6 +35,15 @@ def main(argv=None):
     grade.add_argument("--no-isolation", action="store_true",
                        help="run student code WITHOUT a sandbox, with your rights, files and network "
                             "(only where bubblewrap cannot run, and only for code you trust)")
+    grade.add_argument("--due", default=None, metavar="DATETIME",
+                       help="the due date, ISO 8601 with its time zone (2026-12-01T17:00+01:00); kept in the "
+                            "gradebook for later runs (default: the gradebook's, if any)")
+    grade.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
+                       help="percent of the points earned taken off per day, or part of a day, past the due "
+                            "date (default: 0, lateness reported only; 100: zero for a late submission)")
+    grade.add_argument("--extension", action="append", default=[], metavar="STUDENT=DURATION",
+                       help="move one student's due date (alice=2d, bob=36h, carol=0 to remove); kept in the "
+                            "gradebook; repeat for more students")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     grade.add_argument("--feedback-hidden-tests", action="store_true",
                        help="show the full source of hidden tests in feedback pages (default: each failed "
@@ -55,8 +64,14 @@ def main(argv=None):
         from autograder import sandbox
         from autograder.grade import grade as grade_batch
 
+        from autograder import lateness
+
         try:
             paths.assignment_notebooks(args.assignment, args.solutions)
+            due = lateness.due_date(args.due) if args.due else None
+            extensions = dict(map(lateness.extension, args.extension))
+            if not 0 <= args.late_penalty <= 100:
+                raise ValueError(f"--late-penalty is a percentage from 0 to 100, not {args.late_penalty:g}")
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -78,7 +93,8 @@ def main(argv=None):
                         cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
                         memory=limits.memory, processes=limits.processes, db_url=args.db,
                         isolate=isolation.sandboxed, feedback_hidden_tests=args.feedback_hidden_tests,
-                        solutions=args.solutions)
+                        solutions=args.solutions, due=due, late_penalty=args.late_penalty,
+                        extensions=extensions)
         except RuntimeError as error:  # the gradebook cannot be used: nothing is recorded
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -66,10 +66,18 @@ class CourseDirectory:
         with open(self.root / "nbgrader_config.py", "a") as handle:
             handle.write("\n".join(lines) + "\n")
 
-    def configure_feedback(self, show_hidden_tests=False, render_timeout=None):
+    def configure_lateness(self, percent_per_day):
+        """Late penalties by autograder/lateness.py's rule, through nbgrader's AssignLatePenalties."""
+        with open(self.root / "nbgrader_config.py", "a") as handle:
+            handle.write('c.AssignLatePenalties.plugin_class = "autograder.lateness.PercentPerDay"\n'
+                         f"c.PercentPerDay.percent_per_day = {float(percent_per_day)!r}\n")
+
+    def configure_feedback(self, show_hidden_tests=False, render_timeout=None, lateness=""):
         """Feedback pages (autograder/feedback.py): hidden tests shown in full only with
-        show_hidden_tests; render_timeout: seconds per page (None: the exporter's 60)."""
-        lines = [f"c.FeedbackExporter.show_hidden_tests = {bool(show_hidden_tests)!r}"]
+        show_hidden_tests; render_timeout: seconds per page (None: the exporter's 60);
+        lateness: a sentence on a late submission, shown with the score."""
+        lines = [f"c.FeedbackExporter.show_hidden_tests = {bool(show_hidden_tests)!r}",
+                 f"c.FeedbackExporter.lateness = {str(lateness)!r}"]
         if render_timeout is not None:
             lines.append(f"c.FeedbackExporter.render_timeout = {float(render_timeout)!r}")
         with open(self.root / "nbgrader_config.py", "a") as handle:

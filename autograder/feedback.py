@@ -37,7 +37,7 @@ from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
-from traitlets import Bool, Float
+from traitlets import Bool, Float, Unicode
 
 from autograder import assemble
 
@@ -172,6 +172,8 @@ class FeedbackExporter(HTMLExporter):
         60.0, help="Seconds allowed to render one feedback page (0: no limit). Longer, and a short "
                    "page listing the tests' outcomes is written instead. Applies in the main thread "
                    "only (SIGALRM).").tag(config=True)
+    lateness = Unicode("", help="A sentence on a late submission (how late, the rule), shown with "
+                                "the score").tag(config=True)
 
     def _init_resources(self, resources):
         resources = super()._init_resources(resources)
@@ -214,6 +216,8 @@ class FeedbackExporter(HTMLExporter):
         page, resources = TemplateExporter.from_notebook_node(self, self._feedback_notebook(nb), resources, **kw)
         page = _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page)
         page = _FOCUSABLE.sub(r'\1 tabindex="0"', page)
+        if self.lateness:  # beside nbgrader's "Late submission penalty": how late, and the rule
+            page = page.replace("</ol>", f'<li class="lateness">{html.escape(self.lateness)}</li></ol>', 1)
         return _secure_page(page), resources
 
     def from_notebook_node(self, nb, resources=None, **kw):

@@ -15,6 +15,12 @@ Results go to OUT/:
                          the gradebook (resume after a stop)
   feedback/STUDENT.html  nbgrader's feedback page
   grades.csv             every recorded result, rewritten at the end of each run
+
+Late submissions (autograder/lateness.py): given a due date (here, or kept in the class
+gradebook from an earlier run) and a penalty per day late, a submission whose time
+(nbgrader's timestamp.txt) is past the student's due date loses points; its result,
+feedback page, gradebook row and grades.csv line say how late it was and how much it
+lost. `score` is always what the student gets, the penalty taken off.
 """
 
 import csv
@@ -28,12 +34,13 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
 
-from autograder import paths, sandbox
+from autograder import lateness, paths, sandbox
 from autograder.course_directory import CourseDirectory
 from autograder.gradebook import COURSE_ID, ClassGradebook
 from autograder.submissions import collect
@@ -54,6 +61,10 @@ class Result:
     flags: list = field(default_factory=list)  # what the grader noticed: replaced cells, cells that claim to be tests
     problems: list = field(default_factory=list)  # what stopped the notebook: time, memory, a dead kernel
     messages: dict = field(default_factory=dict)  # test cell -> what it said when it failed
+    penalty: float = 0.0  # points taken off for lateness (already taken off `score`)
+    submitted: str = ""  # when, as nbgrader's exchange recorded it (ISO 8601, UTC), if known
+    seconds_late: float = 0.0  # past the student's due date (extension included)
+    terms: str = ""  # the due date, extension and penalty rule it was graded under
 
     def line(self):
         return json.dumps(asdict(self), sort_keys=True)
@@ -156,8 +167,12 @@ class Worker:
 class Grader:
     def __init__(self, assignment, out, solutions=paths.SOLUTIONS, cell_timeout=120, submission_timeout=900,
                  memory=sandbox.Limits.memory, processes=sandbox.Limits.processes, db_url=None, isolate=True,
-                 feedback_hidden_tests=False):
+                 feedback_hidden_tests=False, due=None, late_penalty=0.0, extensions=None):
         self.assignment = assignment
+        self.given_due = due  # None: the due date the class gradebook has, if any
+        self.percent_per_day = float(late_penalty)
+        self.given_extensions = dict(extensions or {})
+        self.due, self.extensions = None, {}  # settled by settle_lateness(), from the class gradebook
         self.out = Path(out)
         self.solutions = Path(solutions)
         self.expected = [p.name for p in paths.assignment_notebooks(assignment, solutions)]
@@ -186,7 +201,8 @@ class Grader:
 
     def _open_gradebook(self):
         try:
-            self._gradebook = ClassGradebook(self.db_url, self.assignment, f"sqlite:///{self.template.db_path}")
+            self._gradebook = ClassGradebook(self.db_url, self.assignment, f"sqlite:///{self.template.db_path}",
+                                             due=self.given_due)
         except Exception as error:  # raised where the gradebook is first needed
             self._gradebook_error = error
 
@@ -206,6 +222,27 @@ class Grader:
         if self._gradebook is not None:
             self._gradebook.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def settle_lateness(self):
+        """Record the extensions given, then read what lateness is judged by: the due
+        date and every student's extension, as the class gradebook now holds them."""
+        for student, length in self.given_extensions.items():
+            try:
+                self.gradebook.grant_extension(student, length)
+            except Exception as error:  # the database: stop before anything is graded
+                raise RuntimeError(f"cannot record {student}'s extension in the gradebook: {error}") from error
+        self.due = self.gradebook.due
+        self.extensions = self.gradebook.extensions()
+
+    def due_for(self, student):
+        """The student's due date: the assignment's, moved by their extension; or None."""
+        if self.due is None:
+            return None
+        return self.due + self.extensions.get(student, timedelta(0))
+
+    def terms(self, student):
+        due = self.due_for(student)
+        return f"due {due.isoformat() if due else 'none'}; {self.percent_per_day:g}% per day late"
 
     # -- one submission -------------------------------------------------------------
     def check(self, submission):
@@ -231,12 +268,17 @@ class Grader:
             notebooks[name] = str(inputs / name)
         return {"template": str(self.template.root), "work": str(self.scratch / "students" / submission.student),
                 "assignment": self.assignment, "student": submission.student, "notebooks": notebooks,
-                "settings": {**self.settings, "slot": slot}, "feedback_hidden_tests": self.feedback_hidden_tests}
+                "settings": {**self.settings, "slot": slot}, "feedback_hidden_tests": self.feedback_hidden_tests,
+                "lateness": {"timestamp": submission.timestamp.isoformat() if submission.timestamp else None,
+                             "due": due.isoformat() if (due := self.due_for(submission.student)) else None,
+                             "percent_per_day": self.percent_per_day}}
 
     def finish(self, submission, answer, seconds):
         """Record a worker's answer: gradebook, then feedback, then the result file."""
         result = Result(submission.student, self.assignment, 0.0, self.max_score, "error", submission.error,
-                        submission.source, submission.digest(), seconds=round(seconds, 2))
+                        submission.source, submission.digest(), seconds=round(seconds, 2),
+                        submitted=submission.timestamp.isoformat() if submission.timestamp else "",
+                        terms=self.terms(submission.student))
         work = self.scratch / "students" / submission.student
         try:
             if answer is None:
@@ -244,8 +286,12 @@ class Grader:
             elif "error" in answer:
                 result.message = f"grading failed: {answer['error']}"
             else:
-                result.score, result.tests = answer["score"], answer["tests"]
+                result.penalty, result.seconds_late = answer["penalty"], answer["seconds_late"]
+                result.score, result.tests = answer["score"] - result.penalty, answer["tests"]
                 result.flags = answer["notes"]
+                if self.due is not None and submission.timestamp is None:
+                    result.flags.append("no time of submission (a notebook or a zip carries none; nbgrader's "
+                                        "exchange records one): lateness not judged")
                 result.messages = answer.get("messages", {})
                 result.problems = answer["problems"]
                 result.status = "graded"
@@ -267,6 +313,8 @@ class Grader:
     def _summary(self, result):
         failed = [name for name, (score, top) in result.tests.items() if score < top]
         text = "all tests passed" if not failed else "tests that lost points: " + ", ".join(failed)
+        if result.seconds_late > 0:
+            text += ". " + lateness.lateness_message(result.seconds_late, result.penalty, self.percent_per_day)
         if result.problems:
             text += ". " + "; ".join(result.problems)
         if result.flags:
@@ -287,7 +335,8 @@ class Grader:
             earlier = Result(**recorded)
         except (OSError, ValueError, TypeError):
             return None
-        if earlier.digest != submission.digest() or earlier.assignment != self.assignment:
+        if (earlier.digest != submission.digest() or earlier.assignment != self.assignment
+                or earlier.terms != self.terms(submission.student)):
             return None
         if earlier.status == "graded" and self.gradebook.recorded_score(submission.student) != earlier.score:
             return None  # the gradebook lost it (or never got it): grade again
@@ -319,9 +368,15 @@ def write_grades_csv(results_dir, assignment, csv_path):
             rows.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-    columns = ["student", "assignment", "score", "max_score", "status", "message"]
-    lines = [columns] + [[spreadsheet_text(row[column]) for column in columns]
-                         for row in rows if row.get("assignment") == assignment]
+    columns = ["student", "assignment", "score", "max_score", "late_penalty", "submitted", "late", "status",
+               "message"]
+    lines = [columns]
+    for row in rows:
+        if row.get("assignment") == assignment:
+            late = row.get("seconds_late", 0)
+            row = {**row, "late_penalty": row.get("penalty", 0.0), "submitted": row.get("submitted", ""),
+                   "late": lateness.how_late(late) if isinstance(late, (int, float)) and late > 0 else ""}
+            lines.append([spreadsheet_text(row[column]) for column in columns])
     csv_path = Path(csv_path)
     temporary = csv_path.with_name(f".{csv_path.name}.tmp")
     with open(temporary, "w", newline="") as handle:
@@ -350,6 +405,7 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         raise
     try:
         submissions = collect(sources, assignment, grader.expected)
+        grader.settle_lateness()  # waits for the class gradebook: one that cannot be used stops the batch here
         results, pending = [], []
         for submission in submissions:
             if not submission.error:
@@ -389,12 +445,6 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         threads = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(jobs)]
         for thread in threads:
             thread.start()
-        try:
-            grader.gradebook  # opened meanwhile: a database that cannot be used stops the batch here
-        except RuntimeError:
-            while not todo.empty():
-                todo.get_nowait()
-            raise
         for _ in range(len(pending)):
             submission, answer, seconds = done.get()
             result = grader.finish(submission, answer, seconds)

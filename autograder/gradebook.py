@@ -12,11 +12,14 @@ supports, given as a URL (`--db postgresql://user@host/db`). nbgrader's own tool
 """
 
 import functools
-from datetime import datetime, timezone
+import warnings
 
 import nbgrader.api
 from nbgrader.api import (Assignment, Comment, Grade, Gradebook, MissingEntry, Student, SubmittedAssignment,
                           SubmittedNotebook)
+from sqlalchemy.exc import SAWarning
+
+from autograder.lateness import as_utc, naive_utc
 
 COURSE_ID = "attention-course"
 
@@ -37,11 +40,30 @@ nbgrader.api.get_alembic_version = _alembic_head
 
 
 class ClassGradebook:
-    def __init__(self, url, assignment, template_url):
+    def __init__(self, url, assignment, template_url, due=None):
+        """`due`: the assignment's due date (aware); None keeps the one the gradebook has."""
         self.url = url
         self.assignment = assignment
         self.gradebook = Gradebook(url, course_id=COURSE_ID)
         self._copy_structure(template_url)
+        if due is not None:
+            self.gradebook.update_or_create_assignment(self.assignment, duedate=naive_utc(due))
+
+    @property
+    def due(self):
+        """The assignment's due date (aware UTC), or None."""
+        try:
+            return as_utc(self.gradebook.find_assignment(self.assignment).duedate)
+        finally:
+            self.gradebook.db.commit()  # end the read transaction
+
+    def extensions(self):
+        """Each student's extension of the due date: student -> timedelta."""
+        try:
+            return {s.student.id: s.extension for s in self.gradebook.find_assignment(self.assignment).submissions
+                    if s.extension}
+        finally:
+            self.gradebook.db.commit()
 
     def close(self):
         self.gradebook.close()
@@ -51,7 +73,7 @@ class ClassGradebook:
         gb = self.gradebook
         with Gradebook(template_url, course_id=COURSE_ID) as template:
             source = template.find_assignment(self.assignment)
-            gb.update_or_create_assignment(self.assignment, duedate=source.duedate)
+            gb.update_or_create_assignment(self.assignment)  # its due date, if it has one, stays
             for notebook in source.notebooks:
                 gb.update_or_create_notebook(notebook.name, self.assignment)
                 for cell in notebook.grade_cells:
@@ -75,22 +97,24 @@ class ClassGradebook:
             raise
 
     def recorded_score(self, student):
-        """The student's total in the class gradebook, or None if not graded there."""
+        """The student's total less any late penalty in the class gradebook, or None if not graded there."""
         try:
             submission = self.gradebook.find_submission(self.assignment, student)
+            return float(submission.score) - float(submission.late_submission_penalty or 0)
         except MissingEntry:
             return None
         finally:
             self.gradebook.db.commit()  # end the read transaction
-        return float(submission.score)
 
     def merge(self, student, job_url):
-        """Replace the student's submission with the one graded in the job's gradebook."""
-        grades, comments, timestamp = {}, {}, None
+        """Replace the student's submission with the one graded in the job's gradebook
+        (grades, comments, time of submission, late penalties); the extension stays."""
+        grades, comments, penalties = {}, {}, {}
         with Gradebook(job_url, course_id=COURSE_ID) as job:
             submitted = job.find_submission(self.assignment, student)
             timestamp = submitted.timestamp
             for notebook in submitted.notebooks:
+                penalties[notebook.name] = notebook.late_submission_penalty
                 for grade in notebook.grades:
                     grades[(notebook.name, grade.name)] = (grade.auto_score, grade.manual_score,
                                                            grade.extra_credit, grade.needs_manual_grade)
@@ -99,13 +123,13 @@ class ClassGradebook:
         session = self.gradebook.db
         try:
             with session.no_autoflush:
-                self._replace(session, student, grades, comments, timestamp)
+                self._replace(session, student, grades, comments, penalties, timestamp)
             session.commit()
         except Exception:
             session.rollback()
             raise
 
-    def _replace(self, session, student, grades, comments, timestamp):
+    def _replace(self, session, student, grades, comments, penalties, timestamp):
         assignment = session.query(Assignment).filter(Assignment.name == self.assignment).one()
         person = session.get(Student, student)
         if person is None:
@@ -113,6 +137,7 @@ class ClassGradebook:
             session.add(person)
         earlier = session.query(SubmittedAssignment).filter(
             SubmittedAssignment.assignment == assignment, SubmittedAssignment.student == person).one_or_none()
+        extension = earlier.extension if earlier is not None else None
         if earlier is not None:
             for notebook in earlier.notebooks:
                 for row in list(notebook.grades) + list(notebook.comments):
@@ -120,11 +145,12 @@ class ClassGradebook:
                 session.delete(notebook)
             session.delete(earlier)
             session.flush()
-        submission = SubmittedAssignment(assignment=assignment, student=person,
-                                         timestamp=timestamp or datetime.now(timezone.utc))
+        submission = SubmittedAssignment(assignment=assignment, student=person, extension=extension,
+                                         timestamp=timestamp)  # None where no time was recorded
         session.add(submission)
         for notebook in assignment.notebooks:
-            copy = SubmittedNotebook(notebook=notebook, assignment=submission)
+            copy = SubmittedNotebook(notebook=notebook, assignment=submission,
+                                     late_submission_penalty=penalties.get(notebook.name))
             session.add(copy)
             for cell in list(notebook.grade_cells) + list(notebook.task_cells):
                 auto, manual, extra, needs = grades.get((notebook.name, cell.name), (None, None, None, True))
@@ -133,3 +159,21 @@ class ClassGradebook:
             for cell in list(notebook.solution_cells) + list(notebook.task_cells):
                 auto, manual = comments.get((notebook.name, cell.name), (None, None))
                 session.add(Comment(cell_id=cell.id, notebook=copy, auto_comment=auto, manual_comment=manual))
+
+    def grant_extension(self, student, length):
+        """Move `student`'s due date by `length` (a timedelta; zero removes it), as nbgrader
+        keeps it: on the student's submission, made empty if there is none yet."""
+        session = self.gradebook.db
+        try:
+            self.gradebook.update_or_create_student(student)
+            try:
+                submission = self.gradebook.find_submission(self.assignment, student)
+            except MissingEntry:
+                with warnings.catch_warnings():  # nbgrader's own session use, harmless
+                    warnings.simplefilter("ignore", SAWarning)
+                    submission = self.gradebook.add_submission(self.assignment, student)
+            submission.extension = length or None
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise

@@ -4,6 +4,7 @@ Accepted, for an assignment ASSIGNMENT:
   alice.ipynb                        a notebook; the student is the file name
   alice/  or  alice/ASSIGNMENT/      nbgrader's layout STUDENT/ASSIGNMENT/*.ipynb
   submitted/                         a folder of such student folders (nbgrader's submitted/)
+                                     with the time of submission in ASSIGNMENT/timestamp.txt
   alice.zip                          a zip (from an LMS) holding the notebook(s)
 
 Nothing here runs student code. A submission that cannot be read becomes a Submission
@@ -20,14 +21,18 @@ import unicodedata
 import zipfile
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 import nbformat
+
+from autograder.lateness import TimeRefused, submission_time
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 MAX_ZIP_BYTES = 100 * 1024 * 1024
 MAX_UNZIPPED_BYTES = 100 * 1024 * 1024  # notebooks inflated from one zip, all members together
 MAX_ZIP_MEMBERS = 10_000
+MAX_TIMESTAMP_BYTES = 1024
 CHUNK_BYTES = 1024 * 1024
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
@@ -42,12 +47,15 @@ class Submission:
     notebooks: dict = field(default_factory=dict)  # expected file name -> notebook bytes
     error: str = ""
     duplicate: bool = False  # another submission of the batch has this id: reported, never recorded
+    timestamp: datetime = None  # when it was submitted (UTC), where nbgrader's exchange recorded it
 
     def digest(self):
-        """A fingerprint of the submitted notebooks, to recognise an unchanged resubmission."""
+        """A fingerprint of the submitted notebooks and their time, to recognise an unchanged resubmission."""
         h = hashlib.sha256()
         for name in sorted(self.notebooks):
             h.update(name.encode() + b"\0" + self.notebooks[name] + b"\0")
+        if self.timestamp is not None:
+            h.update(b"timestamp\0" + self.timestamp.isoformat().encode())
         return h.hexdigest()
 
 
@@ -193,7 +201,17 @@ def from_folder(folder, assignment, expected):
         student, notebook_folder = folder.name, folder / assignment
     found = {p.name: p.read_bytes() for p in sorted(notebook_folder.glob("*.ipynb")) if p.is_file()}
     notebooks, error = match_notebooks(found, expected, f"{student}/{assignment}")
-    return Submission(student_id(student), str(folder), notebooks, error)
+    submission = Submission(student_id(student), str(folder), notebooks, error)
+    stamp = notebook_folder / "timestamp.txt"
+    if stamp.is_file() and not error:
+        try:
+            submission.timestamp = submission_time(stamp.read_bytes()[:MAX_TIMESTAMP_BYTES].decode("utf-8", "replace"))
+        except TimeRefused as refusal:
+            # Graded as on time, it would dodge a late penalty: the instructor decides.
+            submission.error = (f"{student}/{assignment}/timestamp.txt, the time of submission, cannot be read "
+                                f"({refusal}); correct it or remove it, then grade again.")
+            submission.notebooks = {}
+    return submission
 
 
 def collect(paths, assignment, expected):

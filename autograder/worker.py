@@ -10,9 +10,12 @@ prints reaches its stdout.
 
 A task: {"template": course directory whose gradebook knows the assignment,
          "work": a folder to grade in (created here), "assignment", "student",
-         "notebooks": {name: path of the submitted notebook}, "settings": {...}}
-A result: {"student", "score", "max_score", "tests": {cell: [score, max]},
-           "verdicts", "notes", "problems", "feedback": [html paths], "db": gradebook path}
+         "notebooks": {name: path of the submitted notebook}, "settings": {...},
+         "lateness": {"timestamp", "due" (ISO 8601 or null; the student's extension
+         included), "percent_per_day"}}
+A result: {"student", "score" (before any late penalty), "max_score", "penalty",
+           "seconds_late", "tests": {cell: [score, max]}, "verdicts", "notes",
+           "problems", "feedback": [html paths], "db": gradebook path}
            or {"student", "error": message}
 """
 
@@ -34,6 +37,7 @@ def grade(task):
 
     from autograder.assemble import assemble
     from autograder.course_directory import CourseDirectory
+    from autograder.lateness import lateness_note
 
     assignment, student = task["assignment"], task["student"]
     work = Path(task["work"])
@@ -43,9 +47,16 @@ def grade(task):
     home.mkdir()
     course.configure_grading(report_dir=str(work / "reports"), home_dir=str(home),
                              source_dir=str(work / "source" / assignment), **task["settings"])
-    course.configure_feedback(show_hidden_tests=task.get("feedback_hidden_tests", False))
+    lateness = task.get("lateness") or {}
+    course.configure_lateness(lateness.get("percent_per_day", 0.0))
+    course.configure_feedback(show_hidden_tests=task.get("feedback_hidden_tests", False),
+                              lateness=lateness_note(lateness))
     folder = work / "submitted" / student / assignment
     folder.mkdir(parents=True)
+    if lateness.get("timestamp"):  # read by nbgrader's autograde, as from its exchange
+        (folder / "timestamp.txt").write_text(lateness["timestamp"])
+    with Gradebook(f"sqlite:///{course.db_path}", course_id="attention-course") as gradebook:
+        gradebook.update_or_create_assignment(assignment, duedate=course_due_date(lateness.get("due")))
     notes = []
     for name, path in task["notebooks"].items():
         data = Path(path).read_bytes()
@@ -75,6 +86,7 @@ def grade(task):
                 if grade_row.max_score > 0:
                     tests[grade_row.name] = [float(grade_row.score), float(grade_row.max_score)]
         score, max_score = float(submission.score), float(submission.max_score)
+        penalty, seconds_late = float(submission.late_submission_penalty or 0), float(submission.total_seconds_late)
     # The verdicts reached outside the kernel decide; nbgrader, which reads the outputs,
     # must agree with them.
     verdicts, messages = {}, {}
@@ -87,13 +99,23 @@ def grade(task):
                                f"but the test {verdicts.get(name, 'did not run')}")
     feedback = sorted(str(p) for p in (work / "feedback" / student / assignment).glob("*.html"))
     return {
-        "student": student, "score": score, "max_score": max_score, "tests": tests, "verdicts": verdicts,
+        "student": student, "score": score, "max_score": max_score, "penalty": penalty,
+        "seconds_late": seconds_late, "tests": tests, "verdicts": verdicts,
         "messages": messages,
         "notes": notes + [n for r in reports.values() for n in r["notes"]],
         "problems": [p for r in reports.values() for p in r["problems"]],
         "usage": {k: v for r in reports.values() for k, v in r["usage"].items()},
         "feedback": feedback, "db": str(course.db_path),
     }
+
+
+def course_due_date(due):
+    """The due date as the job's gradebook stores it (naive UTC), from ISO 8601 or None."""
+    from datetime import datetime
+
+    from autograder.lateness import naive_utc
+
+    return naive_utc(datetime.fromisoformat(due)) if due else None
 
 
 def main():

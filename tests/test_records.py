@@ -97,11 +97,12 @@ def test_grades_csv_runs_no_formula(tmp_path):
     write_grades_csv(results, "hw", tmp_path / "grades.csv")
     with open(tmp_path / "grades.csv", newline="") as handle:
         header, *rows = list(csv.reader(handle))
-    assert header == ["student", "assignment", "score", "max_score", "status", "message"]
+    assert header == ["student", "assignment", "score", "max_score", "late_penalty", "submitted", "late", "status",
+                      "message"]
     by_student = {row[0]: row for row in rows}
     for student, message in hostile.items():
         expected = message if student == "m_fine" else "'" + message
-        assert by_student[student][5] == expected
+        assert by_student[student][header.index("message")] == expected
     assert by_student["negative"][2] == "-1.5", "a number we wrote stays a number"
     assert by_student["'=cmd|' /C calc'!A0"][2] == "'-1+1", "text in a number's place is text"
     assert "other" not in by_student, "rows of other assignments are left out"

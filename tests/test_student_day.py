@@ -10,11 +10,13 @@ One test walks the loop that a course on one machine (or a JupyterHub) runs:
    Assignments panel, fetches the assignment, opens the notebook, types two answers into
    their cells through the editor, runs all cells, presses Validate and reads the
    dialog, and submits;
-3. a second student submits a broken notebook with nbgrader's command line;
+3. the due date passes; a second student submits a broken notebook and a third submits
+   one answer late, both with nbgrader's command line;
 4. the instructor collects, grades with `python -m autograder grade` (the sandboxed
-   grader), checks that the first student scored exactly the two answers typed and the
-   second got a clear error, releases the feedback page, and the student fetches it and
-   opens it in JupyterLab.
+   grader) with the due date and a late penalty, checks that the first student scored
+   exactly the two answers typed, the second got a clear error and the third lost 10% of
+   her points, releases the feedback pages, and the first student fetches hers and opens
+   it in JupyterLab; the late student's page shows the penalty and how late she was.
 
 A screenshot of each step goes to `_build/student_day/` (or `$STUDENT_DAY_SCREENSHOTS`).
 
@@ -24,11 +26,16 @@ that a learning management system gives (the student version downloaded from the
 
 The browser test skips, with the reason, where playwright, Chromium (`/usr/bin/chromium`
 or `$CHROMIUM`), JupyterLab, nbgrader's JupyterLab extension or bubblewrap is missing.
-Run as root, the test starts the students' processes as uid 65534 (`setpriv`), so that
-nbgrader's exchange permissions are exercised between two users; where it cannot, the
-students run as the test's user and a warning says why.
+Run as root, the test starts each student's processes under a uid of their own
+(`setpriv`), as a multi-user machine or a JupyterHub would, so that nbgrader's exchange
+permissions are exercised between users: a student cannot list the exchange's inbound
+submissions or feedback, nor read another student's home. Where this Python lies in a
+folder those users cannot enter (a pyenv under /root), each student process runs in a
+mount namespace (bubblewrap) where only that path is opened to them; where neither can
+be done, the students run as the test's user and a warning says why.
 """
 
+import csv
 import json
 import os
 import re
@@ -42,6 +49,7 @@ import time
 import urllib.request
 import warnings
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -69,6 +77,7 @@ ANSWERS = {
 ''',
 }
 ANSWER_POINTS = 5.0
+DOT_SCORE_POINTS = 3.0  # the late student answers dot_score alone
 TIMEOUT_MS = 120_000  # generous: two shared cores, a kernel importing torch
 
 
@@ -125,34 +134,82 @@ def student_environment(home, exchange, student):
             "OMP_NUM_THREADS": "1"}
 
 
-STUDENT_UID = 65534  # "nobody": a user that owns nothing of the instructor's
+# Each student's uid: numbers no account on the machine has, that own nothing of the
+# instructor's (a JupyterHub gives each student a user of their own in the same way).
+STUDENT_UIDS = {"alice": 42_001, "bob": 42_002, "carol": 42_003}
 
 
-def as_student():
-    """The command prefix that runs a student's process as another, unprivileged user, or
-    [] with the reason where that cannot be done (then the student is this test's user)."""
+def _closed_folders(paths):
+    """The topmost folders on the way to `paths` that other users may not enter."""
+    closed = []
+    for path in paths:
+        for folder in reversed(Path(path).parents):
+            if not folder.stat().st_mode & 0o001:
+                if not any(folder == c or c in folder.parents for c in closed):
+                    closed.append(folder)
+                break
+    return closed
+
+
+def _opening(needed):
+    """bubblewrap arguments that open the folders of `needed` to every user in a mount
+    namespace of their own: each closed folder on the way becomes an empty one (0755)
+    into which only the needed folders are bound. [] where nothing is closed."""
+    needed = sorted({Path(os.path.realpath(p)) for p in needed})
+    closed = _closed_folders(needed)
+    if not closed:
+        return []
+    args = [shutil.which("bwrap"), "--dev-bind", "/", "/", "--die-with-parent"]
+    for folder in closed:
+        args += ["--perms", "0755", "--tmpfs", str(folder)]
+        for path in (p for p in needed if folder in p.parents):
+            between = [p for p in reversed(path.parents) if folder in p.parents]
+            args += [a for p in between for a in ("--perms", "0755", "--dir", str(p))]  # else made 0700
+            args += ["--bind", str(path), str(path)]
+    return args + ["--"]
+
+
+def student_prefixes(shared):
+    """Each student's command prefix (their own uid; the folders this Python needs opened
+    to them where it must be), with a sentence saying how; or {} and the reason where that
+    cannot be done (then the students are this test's user)."""
     if os.geteuid() != 0:
-        return [], "the test does not run as root: the student is this test's user"
+        return {}, "the test does not run as root: the students are this test's user"
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        return [], "setpriv (util-linux) is missing: the student runs as root"
-    prefix = [setpriv, f"--reuid={STUDENT_UID}", f"--regid={STUDENT_UID}", "--clear-groups"]
+        return {}, "setpriv (util-linux) is missing: the students run as root"
+    opening = _opening([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable), REPO, shared])
+    prefixes = {student: [*opening, setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+                for student, uid in STUDENT_UIDS.items()}
     # The server starts kernels with this Python: it must run from a process of that user
     # too (setpriv alone may start it where a child of it cannot).
     child = f"import subprocess; subprocess.run([{sys.executable!r}, '-c', 'import ipykernel, nbgrader'], check=True)"
-    probe = subprocess.run(prefix + ["/bin/sh", "-c", f"{sys.executable} -c \"{child}\""],
+    probe = subprocess.run(prefixes["alice"] + ["/bin/sh", "-c", f"{sys.executable} -c \"{child}\""],
                            capture_output=True, text=True, timeout=120)
     if probe.returncode != 0:
-        return [], (f"uid {STUDENT_UID} cannot run this environment's Python ({sys.executable}): "
-                    f"{probe.stderr.strip()[-300:]}; the student runs as root")
-    return prefix, f"the student runs as uid {STUDENT_UID}, the instructor as root"
+        return {}, (f"uid {STUDENT_UIDS['alice']} cannot run this environment's Python ({sys.executable}): "
+                    f"{probe.stderr.strip()[-300:]}; the students run as root")
+    how = "in a mount namespace that opens this Python's folders to them" if opening else "directly"
+    return prefixes, f"each student runs under a uid of their own ({how}), the instructor as root"
 
 
-def owned_by_student(path, prefix):
-    if prefix:
+def student_home(shared, student, exchange, prefixes):
+    """A home only its student may enter (mode 0700), as on a multi-user machine, and the
+    environment of the student's processes."""
+    home = shared / student
+    home.mkdir()
+    home.chmod(0o700)
+    env = student_environment(home, exchange, student)
+    owned_by_student(home, student, prefixes)
+    return home, env
+
+
+def owned_by_student(path, student, prefixes):
+    if prefixes:
+        uid = STUDENT_UIDS[student]
         for folder, _, files in os.walk(path):
             for name in [folder] + [os.path.join(folder, f) for f in files]:
-                os.chown(name, STUDENT_UID, STUDENT_UID)
+                os.chown(name, uid, uid)
 
 
 class JupyterLab:
@@ -234,15 +291,46 @@ def notebook_cells(panel):
                          || /Error/.test((cell.querySelector('.jp-OutputArea') || {textContent: ''}).textContent)}))""")
 
 
-def broken_submission(home, exchange, prefix):
-    """A second student submits, with nbgrader's command line, a notebook that is not JSON."""
-    env = student_environment(home, exchange, "bob")
-    owned_by_student(home, prefix)
-    subprocess.run([*prefix, sys.executable, "-m", "nbgrader", "fetch_assignment", ASSIGNMENT], cwd=home, env=env,
-                   check=True, capture_output=True, timeout=120)
-    (home / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text('{"cells": [{"cell_type": "code", "sou')
-    subprocess.run([*prefix, sys.executable, "-m", "nbgrader", "submit", ASSIGNMENT], cwd=home, env=env,
-                   check=True, capture_output=True, timeout=120)
+def nbgrader_as(student, home, env, prefixes, *args):
+    """Run an nbgrader command as `student` would, in their home."""
+    done = subprocess.run([*prefixes.get(student, []), sys.executable, "-m", "nbgrader", *args], cwd=home, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"nbgrader {args[0]} as {student}: {(done.stdout + done.stderr)[-2000:]}"
+
+
+def can_list(student, folder, prefixes, env):
+    """Whether `student` may list the files in `folder`."""
+    done = subprocess.run([*prefixes.get(student, []), "/bin/ls", str(folder)], env=env, capture_output=True,
+                          timeout=60)
+    return done.returncode == 0
+
+
+def submit_by_command_line(student, home, env, prefixes, edit):
+    """A student fetches the assignment, `edit`s the notebook and submits, with nbgrader's command line."""
+    nbgrader_as(student, home, env, prefixes, "fetch_assignment", ASSIGNMENT)
+    edit(home / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")  # the file keeps its owner, the student
+    nbgrader_as(student, home, env, prefixes, "submit", ASSIGNMENT)
+
+
+def not_json(path):
+    path.write_text('{"cells": [{"cell_type": "code", "sou')
+
+
+def answer_dot_score(path):
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "dot_score":
+            cell.source = ANSWERS["dot_score"]
+    nbformat.write(notebook, path)
+
+
+def release_feedback(course, out, student):
+    """Put the grader's feedback page where nbgrader's release_feedback looks for it."""
+    feedback = course.root / "feedback" / student / ASSIGNMENT
+    feedback.mkdir(parents=True)
+    shutil.copy(out / "feedback" / f"{student}.html", feedback / f"{ASSIGNMENT}.html")
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        shutil.copy(course.root / "submitted" / student / ASSIGNMENT / name, feedback / name)
 
 
 @pytest.mark.xdist_group("browser")
@@ -252,21 +340,19 @@ def test_student_and_instructor_day(tmp_path):
         pytest.skip(missing)
     from playwright.sync_api import expect, sync_playwright
 
-    prefix, who = as_student()
-    if not prefix:
-        warnings.warn(f"exchange permissions between two users not exercised: {who}")
-    # Folders the student's user can reach (pytest's own tmp folders are private to root).
+    # Folders the students' users can reach (pytest's own tmp folders are private to root).
     shared = Path(tempfile.mkdtemp(prefix="student-day-"))
     shared.chmod(0o755)
+    prefixes, who = student_prefixes(shared)
+    if not prefixes:
+        warnings.warn(f"exchange permissions between users not exercised: {who}")
+    print(who)
     exchange = shared / "exchange"
     exchange.mkdir()
     exchange.chmod(0o777)  # nbgrader's exchange: each student writes its own inbound files
     course = instructor_course(tmp_path / "course", exchange)
-    alice = shared / "alice"
-    alice.mkdir()
-    env = student_environment(alice, exchange, "alice")
-    owned_by_student(alice, prefix)
-    lab = JupyterLab(alice, env, tmp_path / "jupyterlab.log", prefix)
+    alice, env = student_home(shared, "alice", exchange, prefixes)
+    lab = JupyterLab(alice, env, tmp_path / "jupyterlab.log", prefixes.get("alice", []))
     try:
         lab.wait()
         with sync_playwright() as playwright:
@@ -348,28 +434,43 @@ def test_student_and_instructor_day(tmp_path):
             expect(submitted.first).to_be_visible()
             shot("submitted")
 
-            # A second student's broken notebook; the instructor collects and grades.
-            bob = shared / "bob"
-            bob.mkdir()
-            broken_submission(bob, exchange, prefix)
+            # The due date passes. A second student submits a broken notebook, a third one
+            # answer, late; the instructor collects and grades, 10% off per day late.
+            due = datetime.now(timezone.utc)
+            time.sleep(0.01)
+            bob, bob_env = student_home(shared, "bob", exchange, prefixes)
+            submit_by_command_line("bob", bob, bob_env, prefixes, not_json)
+            carol, carol_env = student_home(shared, "carol", exchange, prefixes)
+            submit_by_command_line("carol", carol, carol_env, prefixes, answer_dot_score)
             course.nbgrader("collect", ASSIGNMENT, timeout=120)
             submitted_dir = course.root / "submitted"
-            assert sorted(p.name for p in submitted_dir.iterdir()) == ["alice", "bob"]
+            assert sorted(p.name for p in submitted_dir.iterdir()) == ["alice", "bob", "carol"]
             out = tmp_path / "grading"
-            code, lines, log = run_autograder("grade", ASSIGNMENT, submitted_dir, "--out", out, "--no-progress")
+            code, lines, log = run_autograder("grade", ASSIGNMENT, submitted_dir, "--out", out, "--due",
+                                              due.isoformat(), "--late-penalty", "10", "--no-progress")
             assert code == 0, log
             results = {line["student"]: line for line in lines}
             assert results["alice"]["status"] == "graded", results["alice"]
-            assert results["alice"]["score"] == ANSWER_POINTS, results["alice"]
+            assert (results["alice"]["score"], results["alice"]["penalty"]) == (ANSWER_POINTS, 0.0), results["alice"]
             assert results["bob"]["status"] == "error" and "bob" in results["bob"]["message"], results["bob"]
+            carol_result = results["carol"]
+            assert carol_result["penalty"] == pytest.approx(0.1 * DOT_SCORE_POINTS), carol_result
+            assert carol_result["score"] == pytest.approx(0.9 * DOT_SCORE_POINTS), carol_result
+            assert "after the due date" in carol_result["message"], carol_result
+            with open(out / "grades.csv", newline="") as handle:
+                rows = {row["student"]: row for row in csv.DictReader(handle)}
+            assert float(rows["carol"]["late_penalty"]) == pytest.approx(0.1 * DOT_SCORE_POINTS), rows["carol"]
+            assert rows["bob"]["status"] == "error" and "not a notebook" in rows["bob"]["message"], rows["bob"]
 
-            # Feedback: the grader's page, released through the exchange.
-            feedback = course.root / "feedback" / "alice" / ASSIGNMENT
-            feedback.mkdir(parents=True)
-            shutil.copy(out / "feedback" / "alice.html", feedback / f"{ASSIGNMENT}.html")
-            for name in ("timestamp.txt", "submission_secret.txt"):
-                shutil.copy(submitted_dir / "alice" / ASSIGNMENT / name, feedback / name)
+            # Feedback: the grader's pages, released through the exchange.
+            for student in ("alice", "carol"):
+                release_feedback(course, out, student)
             course.nbgrader("release_feedback", ASSIGNMENT, timeout=120)
+            if prefixes:
+                course_exchange = exchange / "attention-course"
+                assert can_list("bob", course_exchange / "outbound", prefixes, bob_env), "bob cannot fetch"
+                for private in (course_exchange / "inbound", course_exchange / "feedback", alice):
+                    assert not can_list("bob", private, prefixes, bob_env), f"bob can list {private}"
 
             page.locator("#refresh_assignments_list").click()
             fetch_feedback = page.locator("#submitted_assignments_list").get_by_role("button",
@@ -385,6 +486,15 @@ def test_student_and_instructor_day(tmp_path):
             viewer = page.frame_locator("iframe").last
             expect(viewer.locator("body")).to_contain_text(f"{ASSIGNMENT} (Score: {ANSWER_POINTS:.1f} / 22.0)")
             shot("feedback_opened")
+
+            # The late student's feedback page, fetched with the command line.
+            nbgrader_as("carol", carol, carol_env, prefixes, "fetch_feedback", ASSIGNMENT)
+            (late_page,) = (carol / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html")
+            page.goto(late_page.as_uri())
+            expect(page.locator("body")).to_contain_text(f"Late submission penalty (Score: -{0.1 * DOT_SCORE_POINTS:g})")
+            expect(page.locator(".lateness")).to_contain_text("after the due date")
+            page.locator(".lateness").scroll_into_view_if_needed()
+            shot("late_feedback")
             browser.close()
     finally:
         lab.stop()

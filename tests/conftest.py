@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,36 @@ class Submissions(dict):
         self[name] = self.folder / f"{name}.ipynb"
         nbformat.write(notebook, self[name])
         return self[name]
+
+
+def _closed_folders(paths):
+    """The topmost folders on the way to `paths` that other users may not enter."""
+    closed = []
+    for path in paths:
+        for folder in reversed(Path(path).parents):
+            if not folder.stat().st_mode & 0o001:
+                if not any(folder == c or c in folder.parents for c in closed):
+                    closed.append(folder)
+                break
+    return closed
+
+
+def opened_to_other_users(needed):
+    """bubblewrap arguments that open the folders of `needed` to every user in a mount
+    namespace of their own: each closed folder on the way becomes an empty one (0755)
+    into which only the needed folders are bound. [] where nothing is closed."""
+    needed = sorted({Path(os.path.realpath(p)) for p in needed})
+    closed = _closed_folders(needed)
+    if not closed:
+        return []
+    args = [shutil.which("bwrap"), "--dev-bind", "/", "/", "--die-with-parent"]
+    for folder in closed:
+        args += ["--perms", "0755", "--tmpfs", str(folder)]
+        for path in (p for p in needed if folder in p.parents):
+            between = [p for p in reversed(path.parents) if folder in p.parents]
+            args += [a for p in between for a in ("--perms", "0755", "--dir", str(p))]  # else made 0700
+            args += ["--bind", str(path), str(path)]
+    return args + ["--"]
 
 
 def processes_with(marker):

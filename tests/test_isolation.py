@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from autograder import paths, sandbox
-from conftest import REPO, processes_with
+from conftest import REPO, opened_to_other_users, processes_with
 
 # A file of the instructor's (the grader's user's) home: a shell history.
 HOME_FILES = next((p for p in (Path.home() / ".bash_history", Path.home() / ".profile", Path.home()) if p.exists()),
@@ -241,15 +241,19 @@ def unprivileged(isolation):
     if userns.returncode != 0:
         pytest.skip("an ordinary user cannot create a user namespace here, so a grader that is not root has "
                     f"no sandbox: {userns.stderr.strip()}")
-    # This Python, unless that user cannot read it (one under /root, say): then the system's.
+    # This Python; where it lies in a folder that user cannot enter (a pyenv under /root),
+    # this Python in a mount namespace that opens its folders; else the system's.
+    opening = opened_to_other_users([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable), REPO])
     tried = []
-    for python in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
-        check = subprocess.run(user + [python, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                                       "from autograder import sandbox; print(sandbox.probe().as_root)", str(REPO)],
+    for prefix, python in dict.fromkeys([((), sys.executable), (tuple(opening), sys.executable),
+                                         ((), "/usr/bin/python3")]):
+        command = [*prefix, *user, python, "-I"]
+        check = subprocess.run(command + ["-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                                          "from autograder import sandbox; print(sandbox.probe().as_root)", str(REPO)],
                                cwd="/", capture_output=True, text=True, timeout=120)
         if check.stdout.strip() == "False":
-            return {"command": user + [python, "-I"], "torch": python == sys.executable}
-        tried.append(f"{python}: {(check.stdout + check.stderr).strip()[-300:]}")
+            return {"command": command, "torch": python == sys.executable}
+        tried.append(f"{' '.join(prefix[:1])} {python}: {(check.stdout + check.stderr).strip()[-300:]}")
     pytest.skip(f"no Python with which uid {NOBODY} can build a sandbox: {'; '.join(tried)}")
 
 

@@ -57,7 +57,7 @@ import pytest
 
 from autograder import paths
 from autograder.course_directory import CourseDirectory
-from tests.conftest import run_autograder
+from tests.conftest import opened_to_other_users, run_autograder
 from tests.test_book_in_browser import CHROMIUM, CHROMIUM_ARGS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,36 +139,6 @@ def student_environment(home, exchange, student):
 STUDENT_UIDS = {"alice": 42_001, "bob": 42_002, "carol": 42_003}
 
 
-def _closed_folders(paths):
-    """The topmost folders on the way to `paths` that other users may not enter."""
-    closed = []
-    for path in paths:
-        for folder in reversed(Path(path).parents):
-            if not folder.stat().st_mode & 0o001:
-                if not any(folder == c or c in folder.parents for c in closed):
-                    closed.append(folder)
-                break
-    return closed
-
-
-def _opening(needed):
-    """bubblewrap arguments that open the folders of `needed` to every user in a mount
-    namespace of their own: each closed folder on the way becomes an empty one (0755)
-    into which only the needed folders are bound. [] where nothing is closed."""
-    needed = sorted({Path(os.path.realpath(p)) for p in needed})
-    closed = _closed_folders(needed)
-    if not closed:
-        return []
-    args = [shutil.which("bwrap"), "--dev-bind", "/", "/", "--die-with-parent"]
-    for folder in closed:
-        args += ["--perms", "0755", "--tmpfs", str(folder)]
-        for path in (p for p in needed if folder in p.parents):
-            between = [p for p in reversed(path.parents) if folder in p.parents]
-            args += [a for p in between for a in ("--perms", "0755", "--dir", str(p))]  # else made 0700
-            args += ["--bind", str(path), str(path)]
-    return args + ["--"]
-
-
 def student_prefixes(shared):
     """Each student's command prefix (their own uid; the folders this Python needs opened
     to them where it must be), with a sentence saying how; or {} and the reason where that
@@ -178,7 +148,7 @@ def student_prefixes(shared):
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         return {}, "setpriv (util-linux) is missing: the students run as root"
-    opening = _opening([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable), REPO, shared])
+    opening = opened_to_other_users([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable), REPO, shared])
     prefixes = {student: [*opening, setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
                 for student, uid in STUDENT_UIDS.items()}
     # The server starts kernels with this Python: it must run from a process of that user
@@ -491,7 +461,8 @@ def test_student_and_instructor_day(tmp_path):
             nbgrader_as("carol", carol, carol_env, prefixes, "fetch_feedback", ASSIGNMENT)
             (late_page,) = (carol / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html")
             page.goto(late_page.as_uri())
-            expect(page.locator("body")).to_contain_text(f"Late submission penalty (Score: -{0.1 * DOT_SCORE_POINTS:g})")
+            penalty_line = f"Late submission penalty (Score: -{0.1 * DOT_SCORE_POINTS:g})"
+            expect(page.locator("body")).to_contain_text(penalty_line)
             expect(page.locator(".lateness")).to_contain_text("after the due date")
             page.locator(".lateness").scroll_into_view_if_needed()
             shot("late_feedback")

@@ -16,7 +16,9 @@ resolve to one id are both refused rather than one recorded over the other.
 """
 
 import hashlib
+import os
 import re
+import stat
 import unicodedata
 import zipfile
 from collections import defaultdict
@@ -203,15 +205,27 @@ def from_folder(folder, assignment, expected):
     notebooks, error = match_notebooks(found, expected, f"{student}/{assignment}")
     submission = Submission(student_id(student), str(folder), notebooks, error)
     stamp = notebook_folder / "timestamp.txt"
-    if stamp.is_file() and not error:
+    if (stamp.exists() or stamp.is_symlink()) and not error:
         try:
-            submission.timestamp = submission_time(stamp.read_bytes()[:MAX_TIMESTAMP_BYTES].decode("utf-8", "replace"))
+            submission.timestamp = submission_time(read_timestamp(stamp))
         except TimeRefused as refusal:
             # Graded as on time, it would dodge a late penalty: the instructor decides.
             submission.error = (f"{student}/{assignment}/timestamp.txt, the time of submission, cannot be read "
                                 f"({refusal}); correct it or remove it, then grade again.")
             submission.notebooks = {}
     return submission
+
+
+def read_timestamp(path):
+    """The text of a timestamp.txt: a plain file (no link, no device), its first KiB."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        raise TimeRefused(f"it cannot be opened: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TimeRefused("it is not a plain file")
+        return handle.read(MAX_TIMESTAMP_BYTES).decode("utf-8", "replace")
 
 
 def collect(paths, assignment, expected):

@@ -10,6 +10,7 @@ and the class gradebook (nbgrader's own tools).
 """
 
 import csv
+import os
 import shutil
 import zipfile
 from datetime import datetime, timedelta, timezone
@@ -211,3 +212,26 @@ def test_bad_lateness_options_are_refused_before_anything_runs(tmp_path, option,
     assert code == 2 and not lines, log
     assert words in log, log
     assert not (tmp_path / "out").exists(), "nothing is written for a refused command"
+
+
+def test_a_timestamp_that_is_a_link_a_pipe_or_huge_is_refused_without_reading_it(tmp_path):
+    """timestamp.txt comes from the student's side of the exchange: it is read only when
+    it is a plain file, and then only its first KiB."""
+    from autograder.submissions import collect
+
+    (source,) = paths.assignment_notebooks(ASSIGNMENT)
+    for student in ("link", "pipe", "huge", "fine"):
+        (tmp_path / student / ASSIGNMENT).mkdir(parents=True)
+        shutil.copy(source, tmp_path / student / ASSIGNMENT / source.name)
+    stamps = {student: tmp_path / student / ASSIGNMENT / "timestamp.txt"
+              for student in ("link", "pipe", "huge", "fine")}
+    stamps["link"].symlink_to("/etc/hostname")
+    os.mkfifo(stamps["pipe"])  # reading it would wait for ever
+    stamps["huge"].write_bytes(b"1" * (8 * 1024 * 1024))
+    stamps["fine"].write_text(SUBMITTED_AT["on_time"])
+    found = {s.student: s for s in collect([tmp_path], ASSIGNMENT, [source.name])}
+    assert "symbolic link" in found["link"].error
+    assert "not a plain file" in found["pipe"].error
+    assert "not a timestamp" in found["huge"].error
+    assert not found["fine"].error and found["fine"].timestamp == datetime(2026, 12, 1, 15, 59, 59, tzinfo=UTC)
+    assert all(not found[s].notebooks for s in ("link", "pipe", "huge")), "refused submissions are not graded"

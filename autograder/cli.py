@@ -1,6 +1,7 @@
-"""Command-line entry point: python -m autograder {release,grade,validate}."""
+"""Command-line entry point: python -m autograder {release,grade,collect,validate}."""
 
 import argparse
+import os
 import sys
 
 from autograder import paths
@@ -48,6 +49,15 @@ def main(argv=None):
     grade.add_argument("--feedback-hidden-tests", action="store_true",
                        help="show the full source of hidden tests in feedback pages (default: each failed "
                             "test's message only; hidden tests stay hidden from students)")
+
+    collect = commands.add_parser("collect", help="collect submissions from nbgrader's exchange, safely "
+                                                   "(instead of nbgrader collect); one JSON line per student")
+    collect.add_argument("assignment")
+    collect.add_argument("--exchange", default=os.environ.get("NBGRADER_EXCHANGE"),
+                         required="NBGRADER_EXCHANGE" not in os.environ,
+                         help="nbgrader's exchange folder (default: $NBGRADER_EXCHANGE)")
+    collect.add_argument("--course", default="attention-course", help="the course id (default: attention-course)")
+    collect.add_argument("--to", default="submitted", help="where STUDENT/ASSIGNMENT/ folders go (default: submitted)")
 
     validate = commands.add_parser("validate", help="run a notebook and say which visible tests pass")
     validate.add_argument("notebook")
@@ -103,6 +113,14 @@ def main(argv=None):
                   file=sys.stderr)
             return 130
         return 0
+    if args.command == "collect":
+        from autograder.collect import collect as collect_submissions, print_reports
+
+        try:
+            return print_reports(collect_submissions(args.assignment, args.exchange, args.course, args.to))
+        except OSError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     if args.command == "validate":
         from autograder.validate import print_report, validate
 

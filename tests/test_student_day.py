@@ -12,11 +12,12 @@ One test walks the loop that a course on one machine (or a JupyterHub) runs:
    dialog, and submits;
 3. the due date passes; a second student submits a broken notebook and a third submits
    one answer late, both with nbgrader's command line;
-4. the instructor collects, grades with `python -m autograder grade` (the sandboxed
-   grader) with the due date and a late penalty, checks that the first student scored
-   exactly the two answers typed, the second got a clear error and the third lost 10% of
-   her points, releases the feedback pages, and the first student fetches hers and opens
-   it in JupyterLab; the late student's page shows the penalty and how late she was.
+4. the instructor collects (`python -m autograder collect`), grades with `python -m
+   autograder grade` (the sandboxed grader) with the due date and a late penalty, checks
+   that the first student scored exactly the two answers typed, the second got a clear
+   error and the third lost 10% of her points, releases the feedback pages, and the
+   first student fetches hers and opens it in JupyterLab; the late student's page shows
+   the penalty and how late she was.
 
 A screenshot of each step goes to `_build/student_day/` (or `$STUDENT_DAY_SCREENSHOTS`).
 
@@ -412,8 +413,10 @@ def test_student_and_instructor_day(tmp_path):
             submit_by_command_line("bob", bob, bob_env, prefixes, not_json)
             carol, carol_env = student_home(shared, "carol", exchange, prefixes)
             submit_by_command_line("carol", carol, carol_env, prefixes, answer_dot_score)
-            course.nbgrader("collect", ASSIGNMENT, timeout=120)
             submitted_dir = course.root / "submitted"
+            code, collected, log = run_autograder("collect", ASSIGNMENT, "--exchange", exchange, "--to",
+                                                  submitted_dir)
+            assert code == 0 and all(not report["notes"] for report in collected), log
             assert sorted(p.name for p in submitted_dir.iterdir()) == ["alice", "bob", "carol"]
             out = tmp_path / "grading"
             code, lines, log = run_autograder("grade", ASSIGNMENT, submitted_dir, "--out", out, "--due",

@@ -1,6 +1,7 @@
 """Command-line entry point: python -m autograder {release,grade,collect,validate}."""
 
 import argparse
+import json
 import os
 import sys
 
@@ -56,7 +57,7 @@ def main(argv=None):
     collect.add_argument("--exchange", default=os.environ.get("NBGRADER_EXCHANGE"),
                          required="NBGRADER_EXCHANGE" not in os.environ,
                          help="nbgrader's exchange folder (default: $NBGRADER_EXCHANGE)")
-    collect.add_argument("--course", default="attention-course", help="the course id (default: attention-course)")
+    collect.add_argument("--course", default=None, help="the course id (default: attention-course)")
     collect.add_argument("--to", default="submitted", help="where STUDENT/ASSIGNMENT/ folders go (default: submitted)")
 
     validate = commands.add_parser("validate", help="run a notebook and say which visible tests pass")
@@ -71,10 +72,8 @@ def main(argv=None):
                 print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
         return 0
     if args.command == "grade":
-        from autograder import sandbox
+        from autograder import lateness, sandbox
         from autograder.grade import grade as grade_batch
-
-        from autograder import lateness
 
         try:
             paths.assignment_notebooks(args.assignment, args.solutions)
@@ -114,13 +113,17 @@ def main(argv=None):
             return 130
         return 0
     if args.command == "collect":
-        from autograder.collect import collect as collect_submissions, print_reports
+        from autograder.collect import collect as collect_submissions
+        from autograder.gradebook import COURSE_ID
 
         try:
-            return print_reports(collect_submissions(args.assignment, args.exchange, args.course, args.to))
+            reports = collect_submissions(args.assignment, args.exchange, args.course or COURSE_ID, args.to)
         except OSError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        for report in reports:
+            print(json.dumps(report, sort_keys=True), flush=True)
+        return 0
     if args.command == "validate":
         from autograder.validate import print_report, validate
 

@@ -24,7 +24,6 @@ owned by another account is refused. What was refused or changed is printed, one
 line per student.
 """
 
-import json
 import os
 import pwd
 import re
@@ -106,9 +105,14 @@ def time_of_submission(recorded, changed):
                      f"({recorded:%Y-%m-%d %H:%M:%S} UTC): the later time is used")
 
 
+def new_report(student, notes=()):
+    """What collecting one student's submissions gave: which folder, its time, what was refused."""
+    return {"student": student, "collected": None, "submitted": None, "notes": list(notes)}
+
+
 def collect_one(inbound, student, names, assignment, submitted):
     """Collect the latest acceptable of `student`'s inbound folders; a report for them."""
-    report = {"student": student, "collected": None, "submitted": None, "notes": []}
+    report = new_report(student)
     candidates = []
     for name in names:
         status = os.lstat(inbound / name)
@@ -154,13 +158,6 @@ def collect(assignment, exchange, course_id, submitted):
         if SAFE_STUDENT.fullmatch(student):
             by_student[student].append(name)
         else:
-            refused.append({"student": student, "collected": None, "submitted": None,
-                            "notes": [f"{name}: not a student id this grader accepts: refused"]})
+            refused.append(new_report(student, [f"{name}: not a student id this grader accepts: refused"]))
     return refused + [collect_one(inbound, student, names, assignment, Path(submitted))
                       for student, names in sorted(by_student.items())]
-
-
-def print_reports(reports):
-    for report in reports:
-        print(json.dumps(report, sort_keys=True), flush=True)
-    return 0

@@ -269,7 +269,7 @@ class Grader:
         return {"template": str(self.template.root), "work": str(self.scratch / "students" / submission.student),
                 "assignment": self.assignment, "student": submission.student, "notebooks": notebooks,
                 "settings": {**self.settings, "slot": slot}, "feedback_hidden_tests": self.feedback_hidden_tests,
-                "lateness": {"timestamp": submission.timestamp.isoformat() if submission.timestamp else None,
+                "lateness": {"timestamp": submission.submitted_at or None,
                              "due": due.isoformat() if (due := self.due_for(submission.student)) else None,
                              "percent_per_day": self.percent_per_day}}
 
@@ -277,7 +277,7 @@ class Grader:
         """Record a worker's answer: gradebook, then feedback, then the result file."""
         result = Result(submission.student, self.assignment, 0.0, self.max_score, "error", submission.error,
                         submission.source, submission.digest(), seconds=round(seconds, 2),
-                        submitted=submission.timestamp.isoformat() if submission.timestamp else "",
+                        submitted=submission.submitted_at,
                         terms=self.terms(submission.student))
         work = self.scratch / "students" / submission.student
         try:

@@ -51,13 +51,18 @@ class Submission:
     duplicate: bool = False  # another submission of the batch has this id: reported, never recorded
     timestamp: datetime = None  # when it was submitted (UTC), where nbgrader's exchange recorded it
 
+    @property
+    def submitted_at(self):
+        """The time of submission as ISO 8601, or '' where none was recorded."""
+        return self.timestamp.isoformat() if self.timestamp is not None else ""
+
     def digest(self):
         """A fingerprint of the submitted notebooks and their time, to recognise an unchanged resubmission."""
         h = hashlib.sha256()
         for name in sorted(self.notebooks):
             h.update(name.encode() + b"\0" + self.notebooks[name] + b"\0")
-        if self.timestamp is not None:
-            h.update(b"timestamp\0" + self.timestamp.isoformat().encode())
+        if self.submitted_at:
+            h.update(b"timestamp\0" + self.submitted_at.encode())
         return h.hexdigest()
 
 

@@ -37,7 +37,8 @@ def grade(task):
 
     from autograder.assemble import assemble
     from autograder.course_directory import CourseDirectory
-    from autograder.lateness import lateness_note
+    from autograder.gradebook import COURSE_ID
+    from autograder.lateness import due_date, lateness_note, naive_utc
 
     assignment, student = task["assignment"], task["student"]
     work = Path(task["work"])
@@ -55,8 +56,9 @@ def grade(task):
     folder.mkdir(parents=True)
     if lateness.get("timestamp"):  # read by nbgrader's autograde, as from its exchange
         (folder / "timestamp.txt").write_text(lateness["timestamp"])
-    with Gradebook(f"sqlite:///{course.db_path}", course_id="attention-course") as gradebook:
-        gradebook.update_or_create_assignment(assignment, duedate=course_due_date(lateness.get("due")))
+    with Gradebook(f"sqlite:///{course.db_path}", course_id=COURSE_ID) as gradebook:
+        due = naive_utc(due_date(lateness["due"])) if lateness.get("due") else None
+        gradebook.update_or_create_assignment(assignment, duedate=due)
     notes = []
     for name, path in task["notebooks"].items():
         data = Path(path).read_bytes()
@@ -78,7 +80,7 @@ def grade(task):
     reports = {}
     for path in sorted((work / "reports").glob("*.json")):
         reports[path.stem] = json.loads(path.read_text())
-    with Gradebook(f"sqlite:///{course.db_path}", course_id="attention-course") as gradebook:
+    with Gradebook(f"sqlite:///{course.db_path}", course_id=COURSE_ID) as gradebook:
         submission = gradebook.find_submission(assignment, student)
         tests = {}
         for notebook in submission.notebooks:
@@ -107,15 +109,6 @@ def grade(task):
         "usage": {k: v for r in reports.values() for k, v in r["usage"].items()},
         "feedback": feedback, "db": str(course.db_path),
     }
-
-
-def course_due_date(due):
-    """The due date as the job's gradebook stores it (naive UTC), from ISO 8601 or None."""
-    from datetime import datetime
-
-    from autograder.lateness import naive_utc
-
-    return naive_utc(datetime.fromisoformat(due)) if due else None
 
 
 def main():

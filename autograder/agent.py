@@ -10,10 +10,17 @@
 #
 # Protocol (frames of autograder/codec.py on one socket): while a test cell is graded
 # the kernel runs `__autograder__.serve(token)`, which answers requests
-#     {"op": "call" | "getattr" | "setattr" | "method" | "iterate" | "len",
+#     {"op": "call" | "getattr" | "setattr" | "method" | "iterate" | "len" | "helper",
 #      "id", "token", "name" (a global of the notebook) or "target" (a handle),
-#      "attribute", "args", "kwargs", "value", "references"}
+#      "attribute", "args", "kwargs", "value", "references", "watch",
+#      "helper" and "definitions" (op "helper")}
 # with {"op": "result", "id", "token", "value"} or {..., "error"}, until {"op": "end"}.
+# With "watch", the result also carries the array and tensor arguments as the call left
+# them ("arguments", "keywords"), for the grader to compare with what it sent.
+# Op "helper" calls a test helper of the instructor's (marked @runs_beside_your_code)
+# whose source comes with the request ("definitions": the instructor's imports and
+# definitions), run in a copy of the notebook's namespace where the instructor's names
+# are bound again: a student cell that redefines a helper does not change what runs.
 # While a request runs, each name in its "references" is bound to a stand-in that asks
 # the grader for the reference answer ({"op": "callback", ...}), so that a function is
 # graded with correct versions of the graded functions it calls.
@@ -34,6 +41,7 @@ class Agent:
         self.ids = {}  # id(object) -> handle id
         self.token = None
         self.sequence = 0
+        self.compiled = {}  # definitions text -> code, for op "helper"
 
     # -- frames, never cut in half by an interrupt ----------------------------------------
     def _blocked(self):
@@ -112,10 +120,9 @@ class Agent:
         except BaseException as error:  # KeyboardInterrupt too: the grader's time limit
             reply["error"] = RemoteError.make(type(error).__name__, _message(error))  # plain: its type and text
         finally:
-            # Arrays and tensors passed in, as the call left them: the grader's copies follow
-            # changes made in place, as they would in one process.
-            reply["arguments"] = [a if _is_array(a) else None for a in message.get("args") or ()]
-            reply["keywords"] = {k: v for k, v in (message.get("kwargs") or {}).items() if _is_array(v)}
+            if message.get("watch"):  # the arguments as the call left them, for the grader to compare
+                reply["arguments"] = [a if _is_array(a) else None for a in message.get("args") or ()]
+                reply["keywords"] = {k: v for k, v in (message.get("kwargs") or {}).items() if _is_array(v)}
             for name, value in saved.items():
                 if value is _MISSING:
                     self.user_ns.pop(name, None)
@@ -145,7 +152,21 @@ class Agent:
             return items
         if op == "len":
             return len(target)
+        if op == "helper":
+            return self.helper(message.get("helper"), message.get("definitions"))(*args, **kwargs)
         raise ValueError(f"unknown request {op!r}")
+
+    def helper(self, name, definitions):
+        """The instructor's helper `name`, defined anew from `definitions` in a copy of the
+        notebook's namespace: the student's answers are there, the instructor's names win."""
+        if type(name) is not str or type(definitions) is not str:
+            raise ValueError("a malformed helper request")
+        code = self.compiled.get(definitions)
+        if code is None:
+            code = self.compiled[definitions] = compile(definitions, "<the grader's test helpers>", "exec")
+        namespace = dict(self.user_ns)
+        exec(code, namespace)
+        return namespace[name]
 
     # -- the reference versions of other graded functions --------------------------------
     def bind_references(self, names):

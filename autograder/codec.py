@@ -355,5 +355,5 @@ def error_tree(error):
         message = str(error)
     except BaseException:
         message = "(the exception's message could not be read)"
-    name = type(error).__name__
+    name = error.remote_type if isinstance(error, RemoteError) else type(error).__name__  # as it was raised
     return {"error": [name if type(name) is str else "Exception", message[:20000]]}

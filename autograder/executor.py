@@ -625,97 +625,234 @@ class Spare:
 SPARE = None  # a grading worker sets a Spare here; elsewhere each notebook starts its kernel
 
 
+MAX_RESTARTS = 3  # fresh kernels after a crash, per notebook
+
+
+def sections_of(plan):
+    """test key -> (section, label): the answer cell that a test follows (its function's
+    tests sit right below it, up to the next answer cell) and the names that cell defines."""
+    sections, current = {}, (None, "")
+    for index, cell, kind in plan:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            names = [name for name, _ in referee.graded_names([solution_code(cell.source)])]
+            current = (cell_key(cell, index), ", ".join(f"`{n}`" for n in names) or f"`{cell_key(cell, index)}`")
+        elif kind == "test":
+            sections[cell_key(cell, index)] = current
+    return sections
+
+
+class Execution:
+    """One graded notebook run: its kernel (fresh ones after a crash), its test verdicts.
+
+    Time: the notebook has `submission_timeout` seconds in all. The tests of one graded
+    function (a section) have together at most an equal share of it, so that a function
+    that loops or hangs costs only its own tests. A crash (the kernel dies, is killed for
+    memory, or cannot be interrupted) fails the test that was running and the rest of its
+    function's tests; the next function's tests run in a fresh kernel where the notebook's
+    other cells have run again (at most MAX_RESTARTS times)."""
+
+    def __init__(self, notebook, isolation, settings, reference, slot, home_files, name):
+        self.notebook, self.isolation, self.settings = notebook, isolation, settings
+        self.reference, self.slot, self.home_files, self.name = reference, slot, home_files, name
+        self.report = Report()
+        self.plan = [(index, cell, cell_kind(cell)) for index, cell in enumerate(notebook.cells)]
+        self.sections = sections_of(self.plan)
+        count = len({section for section, _ in self.sections.values()}) or 1
+        self.share = settings.submission_timeout / count  # seconds for one section's tests
+        self.spent = {}  # section -> seconds its tests have used
+        self.dead = {}  # section -> why its remaining tests do not run
+        self.crashed_cells = set()  # indices of cells that took a kernel down: not run again
+        self.restarts = 0
+        self.budget = {"left": settings.notebook_output_limit}
+        self.started = time.monotonic()
+        self.box = self.kernel = self.channel = None
+        self.judge = None
+        self.stop = ""  # why no further cell runs at all
+        self.usage = {}
+
+    # -- the kernel --------------------------------------------------------------------
+    def _preload(self):
+        return imported_modules(source for source, solution in self.reference if not solution)
+
+    def _open(self, first):
+        preload = self._preload()
+        if first and SPARE is not None:
+            self.box, self.kernel = SPARE.take(self.isolation, self.settings, self.slot, preload)
+        else:
+            self.box, self.kernel = start_kernel(self.isolation, self.settings, self.slot,
+                                                 self.name if first else f"{self.name}-restart{self.restarts}",
+                                                 preload)
+        if self.home_files:
+            files = {n: base64.b64encode(d).decode() for n, d in self.home_files.items()}
+            self.kernel.execute(HOME_FILES.format(files=files), self.settings.startup_timeout,
+                                Outputs({"left": 10_000}, 10_000), silent=True)
+        if self.channel is None:
+            self.channel = referee.Channel(self.kernel.agent_socket, pump=None, interrupt=self.kernel.interrupt,
+                                           references={})
+            self.judge = referee.Referee(self.channel, self.reference)
+        else:
+            self.channel.reconnect(self.kernel.agent_socket, self.kernel.interrupt)
+
+    def _close(self):
+        if self.box is not None:
+            for key, value in self.box.usage().items():
+                self.usage[key] = max(value, self.usage.get(key, 0)) if key == "memory_peak" \
+                    else self.usage.get(key, 0) + value
+            if self.kernel is not None:
+                self.kernel.close()
+            self.box.close()
+        self.box = self.kernel = None
+
+    def _restart(self, upto):
+        """A fresh kernel holding what the notebook's cells before `upto` define."""
+        self._close()
+        self.restarts += 1
+        self._open(first=False)
+        for index, cell, kind in self.plan[:upto]:
+            if kind in ("student", "instructor") and index not in self.crashed_cells:
+                left = self._left()
+                if left <= 0:
+                    raise KernelDied(self._out_of_time())
+                try:
+                    self.kernel.execute(cell.source, min(self.settings.cell_timeout, left),
+                                        Outputs({"left": 0}, 0), silent=True)
+                except KernelDied:
+                    self.crashed_cells.add(index)
+                    raise
+
+    # -- time ----------------------------------------------------------------------------
+    def _left(self):
+        return self.settings.submission_timeout - (time.monotonic() - self.started)
+
+    def _out_of_time(self):
+        return f"the notebook ran past its time limit ({self.settings.submission_timeout:g} s)"
+
+    # -- the cells -------------------------------------------------------------------------
+    def run(self):
+        for _, cell, kind in self.plan:
+            if kind:
+                cell.outputs = []
+                cell.execution_count = None
+        try:
+            self._open(first=True)
+            for index, cell, kind in self.plan:
+                if kind:
+                    self._cell(index, cell, kind)
+        except KernelDied as error:  # no kernel could be started
+            self._stop(_death_reason(str(error), self.box, self.settings))
+        finally:
+            self._close()
+            self.report.usage = self.usage
+            self.report.notes += [text for text in dict.fromkeys(self.channel.over_limits)] \
+                if self.channel is not None else []
+        for index, cell, kind in self.plan:
+            key = cell_key(cell, index)
+            if kind == "test" and key not in self.report.verdicts:
+                self._not_run(cell, key, f"This test did not run: {self.stop}")
+        return self.report
+
+    def _stop(self, why):
+        if not self.stop:
+            self.stop = why
+            self.report.problems.append(why)
+
+    def _not_run(self, cell, key, text):
+        cell.outputs = [grader_error("NotRun", text)]
+        self.report.verdicts[key] = "not run"
+        self.report.messages[key] = text
+
+    def _cell(self, index, cell, kind):
+        key = cell_key(cell, index)
+        if not self.stop and self._left() <= 0:
+            self._stop(self._out_of_time())
+        if self.stop:
+            return
+        section, label = self.sections.get(key, (None, ""))
+        if kind == "test" and section in self.dead:
+            self._not_run(cell, key, self.dead[section])
+            return
+        while self.kernel is None:  # the last one crashed: a fresh one, if any are left
+            if self.restarts >= MAX_RESTARTS:
+                self._stop(f"the kernel stopped {self.restarts + 1} times; the rest of the notebook was not run")
+                return
+            try:
+                self._restart(index)
+            except KernelDied as error:
+                self.report.problems.append(_death_reason(str(error), self.box, self.settings)
+                                            + " while the notebook's cells ran again in a fresh kernel")
+                self._close()
+        limit = min(self.settings.cell_timeout, self._left())
+        if kind == "test":
+            share_left = self.share - self.spent.get(section, 0.0)
+            if share_left <= 0:
+                self.dead[section] = (f"This test did not run: the tests of {label or 'this function'} used their "
+                                      f"share of the notebook's time limit ({self.share:.0f} s).")
+                return self._cell(index, cell, kind)
+            limit = min(limit, share_left)
+        outputs = Outputs(self.budget, self.settings.cell_output_limit)
+        extra = []
+        began = time.monotonic()
+        try:
+            if kind == "test":
+                verdict, message, extra = run_test(self.kernel, self.channel, self.judge, cell.source, key,
+                                                   limit, outputs)
+                self.report.verdicts[key] = verdict
+                if message:
+                    self.report.messages[key] = message
+            else:
+                self.kernel.execute(cell.source, limit, outputs)
+                if kind == "instructor":
+                    self.judge.run_setup(cell.source, key)
+        except (KernelDied, referee.GradingStopped) as error:
+            self._crash(index, cell, kind, key, section, label, _death_reason(str(error), self.box, self.settings),
+                        outputs)
+        finally:
+            if kind == "test":
+                self.spent[section] = self.spent.get(section, 0.0) + time.monotonic() - began
+            cell.outputs = outputs.finish() + extra
+        self._note_limits(cell, kind, outputs)
+
+    def _crash(self, index, cell, kind, key, section, label, why, outputs):
+        """The kernel is gone (or stuck) while `cell` ran: what it costs, and no more."""
+        self._close()
+        if kind == "test":
+            where = f"while {label} was tested" if label else "during a test"
+            self.dead[section] = (f"This test did not run: {why} {where} (in {key}), so the remaining tests of "
+                                  f"{label or 'this function'} were not run.")
+            text = f"{why} {where} ({key}); the tests of other functions ran in a fresh kernel"
+            self.report.verdicts[key] = "failed"
+            self.report.messages[key] = f"{why} {where}."
+            outputs.outputs.append(grader_error("KernelDied", f"{why} {where}."))
+        else:
+            self.crashed_cells.add(index)
+            where = f"your answer cell {key}" if cell.metadata.get("nbgrader", {}).get("solution") else \
+                f"cell {index + 1} (counting from 1)"
+            text = f"{why} in {where}; the notebook went on in a fresh kernel without that cell"
+            outputs.outputs.append(grader_error("KernelDied", f"{why}. The notebook went on without this cell."))
+        self.report.problems.append(text)
+
+    def _note_limits(self, cell, kind, outputs):
+        if any(o.get("ename") == "MemoryError" for o in cell.outputs):
+            text = (f"a cell ran out of memory (the memory limit is "
+                    f"{self.settings.limits.memory / sandbox.GiB:g} GiB per submission)")
+            if text not in self.report.problems:
+                self.report.problems.append(text)
+        if outputs.timed_out and kind != "test":
+            text = f"a cell ran past its time limit ({self.settings.cell_timeout:g} s) and was interrupted"
+            cell.outputs.append(grader_error("TimeoutError", f"This cell ran past its time limit "
+                                                             f"({self.settings.cell_timeout:g} s) and was interrupted."))
+            if text not in self.report.problems:
+                self.report.problems.append(text)
+
+
 def execute_notebook(notebook, isolation, settings, reference, slot=0, home_files=None, name="submission"):
     """Execute `notebook` in place, student cells in a sandboxed kernel; return a Report.
 
     `notebook` must come from the trusted assembly (autograder/assemble.py): its nbgrader
     metadata says which cells are the instructor's. `reference` is `reference_cells()` of
     the instructor's notebook."""
-    report = Report()
-    plan = [(index, cell, cell_kind(cell)) for index, cell in enumerate(notebook.cells)]
-    budget = {"left": settings.notebook_output_limit}
-    started = time.monotonic()
-    for _, cell, kind in plan:
-        if kind:
-            cell.outputs = []
-            cell.execution_count = None
-    box = kernel = None
-    stop = ""
-
-    def not_run(cell, key):
-        cell.outputs = [grader_error("NotRun", f"This test did not run: {stop}")]
-        report.verdicts[key] = "not run"
-
-    try:
-        preload = imported_modules(source for source, solution in reference if not solution)
-        if SPARE is not None:
-            box, kernel = SPARE.take(isolation, settings, slot, preload)
-        else:
-            box, kernel = start_kernel(isolation, settings, slot, name, preload)
-        if home_files:
-            kernel.execute(HOME_FILES.format(files={n: base64.b64encode(d).decode() for n, d in home_files.items()}),
-                           settings.startup_timeout, Outputs({"left": 10_000}, 10_000), silent=True)
-        channel = referee.Channel(kernel.agent_socket, pump=None, interrupt=kernel.interrupt, references={})
-        judge = referee.Referee(channel, reference)
-        for index, cell, kind in plan:
-            if not kind:
-                continue
-            key = cell_key(cell, index)
-            left = settings.submission_timeout - (time.monotonic() - started)
-            if not stop and left <= 0:
-                stop = f"the notebook ran past its time limit ({settings.submission_timeout:g} s)"
-                report.problems.append(stop)
-            if stop:
-                if kind == "test":
-                    not_run(cell, key)
-                continue
-            outputs = Outputs(budget, settings.cell_output_limit)
-            extra = []
-            try:
-                if kind == "test":
-                    verdict, message, extra = run_test(kernel, channel, judge, cell.source, key,
-                                                       min(settings.cell_timeout, left), outputs)
-                    report.verdicts[key] = verdict
-                    if message:
-                        report.messages[key] = message
-                else:
-                    kernel.execute(cell.source, min(settings.cell_timeout, left), outputs)
-                    if kind == "instructor":
-                        judge.run_setup(cell.source, key)
-            except (KernelDied, referee.GradingStopped) as error:
-                stop = _death_reason(str(error), box, settings)
-                report.problems.append(stop)
-                outputs.outputs.append(grader_error("KernelDied", stop))
-                if kind == "test":
-                    report.verdicts[key] = "failed"
-                    report.messages[key] = stop
-                kernel.box.kill()
-            finally:
-                cell.outputs = outputs.finish() + extra
-            if any(o.get("ename") == "MemoryError" for o in cell.outputs):
-                text = (f"a cell ran out of memory (the memory limit is "
-                        f"{settings.limits.memory / sandbox.GiB:g} GiB per submission)")
-                if text not in report.problems:
-                    report.problems.append(text)
-            if outputs.timed_out and kind != "test":
-                text = f"a cell ran past its time limit ({settings.cell_timeout:g} s) and was interrupted"
-                cell.outputs.append(grader_error("TimeoutError", f"This cell ran past its time limit "
-                                                                 f"({settings.cell_timeout:g} s) and was interrupted."))
-                if text not in report.problems:
-                    report.problems.append(text)
-    except KernelDied as error:
-        stop = _death_reason(str(error), box, settings)
-        report.problems.append(stop)
-        for index, cell, kind in plan:
-            if kind == "test" and cell_key(cell, index) not in report.verdicts:
-                not_run(cell, cell_key(cell, index))
-    finally:
-        if box is not None:
-            report.usage = box.usage()
-            if kernel is not None:
-                kernel.close()
-            box.close()
-    return report
+    return Execution(notebook, isolation, settings, reference, slot, home_files, name).run()
 
 
 def run_test(kernel, channel, judge, source, key, timeout, outputs):

@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 import torch
 
-from autograder import codec
+from autograder import bounded, codec
 
 HELPER_MARK = "runs_beside_your_code"
 
@@ -75,6 +75,7 @@ class Channel:
     `fd` is readable. `interrupt()` interrupts the kernel."""
 
     STUCK_AFTER = 10.0  # seconds an interrupted kernel has to answer
+    forked = False  # True in a child of autograder/bounded.py, which must not call the kernel
 
     def __init__(self, sock, pump, interrupt, references):
         self.sock = sock
@@ -92,6 +93,18 @@ class Channel:
         self.creating = None  # the origin of handles being decoded
         self.referee = None  # the Referee that uses this channel
         self.test_functions = []  # functions the test cell gave to student code
+        self.watched = None  # (arguments, keywords) as the last watched call left them
+        self.limits = bounded.Limits()  # for the grader's work done at the student's code's request
+        self.over_limits = []  # what that work could not finish (shown in the report)
+
+    def reconnect(self, sock, interrupt):
+        """The agent of a fresh kernel (the last one crashed): objects of the old one are gone."""
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.interrupt = interrupt
+        self.buffer = bytearray()
+        self.proxies = {}
+        self.token = None
 
     # -- one test cell ---------------------------------------------------------------
     def begin(self, token, deadline):
@@ -110,6 +123,8 @@ class Channel:
 
     # -- requests --------------------------------------------------------------------
     def request(self, message, origin, references):
+        if Channel.forked:
+            raise RuntimeError("the grader's reference cannot call your objects: pass it arrays or tensors")
         if self.token is None:
             raise RuntimeError("the student's code can be called only from a test cell")
         if self.ended:
@@ -128,7 +143,8 @@ class Channel:
                     continue
                 if reply.get("op") != "result" or reply.get("id") != number:
                     continue
-                _follow_changes(message, reply)
+                if message.get("watch"):
+                    self.watched = (reply.get("arguments"), reply.get("keywords"))
                 if "error" in reply:
                     error = reply["error"]
                     if getattr(error, "remote_type", "") == "KeyboardInterrupt" and self.interrupted_at:
@@ -154,14 +170,30 @@ class Channel:
                 kwargs = message.get("kwargs") or {}
                 if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
                     raise TypeError("malformed arguments")
-                with _quiet():
-                    reply["value"] = function(*args, **kwargs)
+                reply["value"] = self._bounded(name, function, args, kwargs)
             except Exception as error:
                 reply["error"] = error
         try:
             self._send(reply, self.deadline)
         except (codec.CodecError, TypeError) as error:
             self._send({**reply, "value": None, "error": error}, self.deadline)
+
+    def _bounded(self, name, function, args, kwargs):
+        """function(*args, **kwargs), computed within the limits of the grader's work (its
+        arguments are the student's code's to choose): a call over a limit raises here and
+        fails the student's call, visibly."""
+        label = "the test's function" if type(name) is int else f"the grader's reference {name}"
+
+        def in_child():
+            Channel.forked = True  # in the forked child only: it must not use the kernel's socket
+            return function(*args, **kwargs)
+
+        try:
+            return bounded.call(in_child, (), {}, self.limits, label,
+                                deadline=self.deadline + self.STUCK_AFTER if self.deadline else None)
+        except (MemoryError, TimeoutError) as error:
+            self.over_limits.append(str(error))
+            raise
 
     # -- frames ------------------------------------------------------------------------
     def _send(self, message, deadline):
@@ -250,25 +282,48 @@ class Channel:
         raise TypeError(f"a {type(value).__name__} cannot be sent to the student's kernel (values only)")
 
 
-def _follow_changes(message, reply):
-    """Copy into the test's arrays and tensors what the student's code changed in place."""
-    pairs = list(zip(message.get("args") or (), reply.get("arguments") or ()))
-    keywords = reply.get("keywords")
-    if type(keywords) is dict:
-        pairs += [(value, keywords[key]) for key, value in (message.get("kwargs") or {}).items() if key in keywords]
-    for original, after in pairs:
-        try:
-            if isinstance(original, np.ndarray) and isinstance(after, np.ndarray) \
-                    and original.shape == after.shape and original.flags.writeable \
-                    and not np.array_equal(original, after, equal_nan=original.dtype.kind in "fc"):
-                np.copyto(original, after, casting="unsafe")
-            elif torch.is_tensor(original) and torch.is_tensor(after) and original.shape == after.shape \
-                    and "meta" not in (original.device.type, after.device.type) \
-                    and not torch.equal(original.detach(), after.detach().to(original.dtype)):
-                with torch.no_grad():
-                    original.copy_(after.detach().to(original.dtype))
-        except (TypeError, ValueError, RuntimeError):
-            pass  # a change that cannot be copied back (a leaf that requires grad, say) is left out
+WATCH_INPUTS = "watch_inputs"
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+               ast.AnnAssign)
+
+
+def definitions_of(source):
+    """The imports, definitions and assignments of an instructor cell, as text (no calls
+    made for their effects, no prints)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    kept = [node for node in tree.body if isinstance(node, DEFINITIONS)]
+    return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n" if kept else ""
+
+
+def _is_array(value):
+    return isinstance(value, np.ndarray) or torch.is_tensor(value)
+
+
+def _same(before, after):
+    """Whether `after` (what came back) holds exactly what `before` (what was sent) held."""
+    if torch.is_tensor(before):
+        if not torch.is_tensor(after) or after.shape != before.shape or after.dtype != before.dtype:
+            return False
+        if "meta" in (before.device.type, after.device.type):
+            return True
+        before, after = before.detach().cpu(), after.detach().cpu()
+        return torch.equal(before, after) or bool(
+            before.is_floating_point() and torch.allclose(before, after, rtol=0.0, atol=0.0, equal_nan=True))
+    if not isinstance(after, np.ndarray) or after.shape != before.shape or after.dtype != before.dtype:
+        return False
+    return bool(np.array_equal(before, after, equal_nan=before.dtype.kind in "fc"))
+
+
+def _watch_here(function, args, kwargs):
+    """watch_inputs for a function of this process (the instructor's own)."""
+    labelled = list(enumerate(args)) + list(kwargs.items())
+    before = {label: (v.detach().clone() if torch.is_tensor(v) else v.copy()) for label, v in labelled
+              if _is_array(v)}
+    result = function(*args, **kwargs)
+    return result, [label for label, value in labelled if label in before and not _same(before[label], value)]
 
 
 @contextlib.contextmanager
@@ -290,11 +345,12 @@ LIBRARY_MODULES = ("builtins", "numpy", "torch", "collections", "functools", "ma
 class Remote:
     """The student's object, in the kernel: calls and attributes are asked for there."""
 
-    __slots__ = ("_channel", "_name", "_handle", "_type_path", "_text", "_origin", "_referee")
+    __slots__ = ("_channel", "_name", "_handle", "_type_path", "_text", "_origin", "_referee", "_helper")
 
-    def __init__(self, channel, name=None, handle=None, type_path="", text="", origin=None, referee=None):
+    def __init__(self, channel, name=None, handle=None, type_path="", text="", origin=None, referee=None,
+                 helper=False):
         for slot, value in (("_channel", channel), ("_name", name), ("_handle", handle), ("_type_path", type_path),
-                            ("_text", text), ("_origin", origin), ("_referee", referee)):
+                            ("_text", text), ("_origin", origin), ("_referee", referee), ("_helper", helper)):
             object.__setattr__(self, slot, value)
 
     def _ask(self, op, args=(), kwargs=None, **fields):
@@ -303,10 +359,15 @@ class Remote:
         if origin is None:  # a helper: it acts for the graded objects it is given
             origin = _first_origin((args, kwargs))
         referee = channel.referee
-        message = {"op": op, "target": self, "args": list(args), "kwargs": dict(kwargs or {}), **fields}
+        target = None if op == "helper" else self
+        message = {"op": op, "target": target, "args": list(args), "kwargs": dict(kwargs or {}), **fields}
         return channel.request(message, origin, referee.references_for(origin))
 
     def __call__(self, *args, **kwargs):
+        get = object.__getattribute__
+        if get(self, "_helper"):  # the instructor's helper, sent with its source: never the student's name
+            referee = get(self, "_channel").referee
+            return self._ask("helper", args, kwargs, helper=get(self, "_name"), definitions=referee.definitions)
         return self._ask("call", args, kwargs)
 
     def __getattr__(self, attribute):
@@ -385,6 +446,7 @@ class Referee:
         self.graded = graded_names(source for source, solution in reference_cells if solution)
         self.functions = [name for name, is_function in self.graded if is_function]
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+        self.definitions = ""  # the instructor's imports and definitions so far (for helpers)
         for name, _ in self.graded:
             self.namespace[name] = Remote(channel, name=name, type_path=f"notebook.{name}", origin=name)
         channel.references = self._reference_functions(source for source, _ in reference_cells)
@@ -405,12 +467,37 @@ class Referee:
         return [name for name in order[:order.index(origin)] if name in self.channel.references]
 
     def run_setup(self, source, key):
-        """An instructor cell that is not a test (imports, helpers): here as well as in the kernel."""
+        """An instructor cell that is not a test (imports, helpers): here as well as in the kernel.
+
+        Its imports and definitions also go, as text, with every call of a helper marked
+        @runs_beside_your_code, which the kernel defines anew from them; `watch_inputs` is
+        replaced here by the grader's own."""
         with _quiet():
             exec(compile(source, f"<{key}>", "exec"), self.namespace)
+        self.definitions += definitions_of(source)
         for name, value in list(self.namespace.items()):
             if type(value) is types.FunctionType and getattr(value, HELPER_MARK, False) is True:
-                self.namespace[name] = Remote(self.channel, name=name, type_path=f"notebook.{name}", origin=None)
+                self.namespace[name] = Remote(self.channel, name=name, type_path=f"notebook.{name}", origin=None,
+                                              helper=True)
+            elif name == WATCH_INPUTS and type(value) is types.FunctionType:
+                self.namespace[name] = self.watch_inputs
+
+    def watch_inputs(self, function, *args, **kwargs):
+        """The grader's `watch_inputs(function, *args, **kwargs) -> (result, changed)`:
+        `changed` lists the array and tensor arguments (positions, keyword names) that the
+        call changed in place, from the copies this process sent and what came back. The
+        test's own arrays never change: only copies cross."""
+        if not isinstance(function, Remote):
+            return _watch_here(function, args, kwargs)
+        self.channel.watched = None
+        result = function._ask("call", args, kwargs, watch=True)
+        arguments, keywords = self.channel.watched or (None, None)
+        arguments = arguments if type(arguments) is list else []
+        keywords = keywords if type(keywords) is dict else {}
+        changed = [i for i, value in enumerate(args)
+                   if _is_array(value) and not _same(value, arguments[i] if i < len(arguments) else None)]
+        changed += [k for k, value in kwargs.items() if _is_array(value) and not _same(value, keywords.get(k))]
+        return result, changed
 
     def run_test(self, source, key):
         """(passed, error type name, message, what the test printed)."""

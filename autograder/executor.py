@@ -805,8 +805,8 @@ class Execution:
                 if kind == "instructor":
                     self.judge.run_setup(cell.source, key)
         except (KernelDied, referee.GradingStopped) as error:
-            self._crash(index, cell, kind, key, section, label, _death_reason(str(error), self.box, self.settings),
-                        outputs)
+            self._crash(index, cell, kind, key, section, label,
+                        _death_reason(str(error), self.box, self.settings, self.kernel), outputs)
         finally:
             if kind == "test":
                 self.spent[section] = self.spent.get(section, 0.0) + time.monotonic() - began
@@ -908,9 +908,14 @@ def _wait_for_end(kernel, run):
     run.finish()
 
 
-def _death_reason(text, box, settings):
+def _death_reason(text, box, settings, kernel=None):
     usage = box.usage() if box is not None else {}  # None: the kernel never started
     if usage.get("oom_kills"):
         return (f"the kernel was stopped because it used more than its memory limit "
                 f"({settings.limits.memory / sandbox.GiB:g} GiB)")
+    if kernel is not None and not kernel.alive() and "did not stop" not in text:
+        time.sleep(0.2)  # the cgroup counts an out-of-memory kill a moment after the process ends
+        if box.usage().get("oom_kills"):
+            return _death_reason(text, box, settings)
+        return "the kernel died (its process ended: an exit, a crash or a signal)"
     return text

@@ -181,12 +181,41 @@ class Agent:
         agent = self
 
         def reference(*args, **kwargs):
+            tracked = [i for i, a in enumerate(args) if _is_array(a) and getattr(a, "requires_grad", False)]
+            if tracked:
+                return agent.differentiable(name, args, kwargs, tracked)
             return agent.callback(name, args, kwargs)
 
         reference.__name__ = reference.__qualname__ = name
         reference.__doc__ = (f"The reference {name}: while another function is graded, the grader answers "
                              f"its calls to {name} with correct results.")
         return reference
+
+    def differentiable(self, name, args, kwargs, tracked):
+        """The reference answer as a node of the student's autograd graph: its value from
+        the grader, and in the backward pass the gradients of its tensor arguments, also
+        from the grader ("vjp:NAME": the reference's vector-Jacobian product), so that
+        gradients flow through a reference as through the student's own function."""
+        import torch
+
+        agent = self
+        plain = [a.detach() if i in tracked else a for i, a in enumerate(args)]
+
+        class Reference(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *tensors):
+                value = agent.callback(name, plain, kwargs)
+                ctx.single = torch.is_tensor(value)
+                if not ctx.single and not (type(value) in (tuple, list) and all(torch.is_tensor(v) for v in value)):
+                    raise TypeError(f"the reference {name} returned no tensors to differentiate")
+                return value if ctx.single else tuple(value)
+
+            @staticmethod
+            def backward(ctx, *grads):
+                found = agent.callback("vjp:" + name, [plain, kwargs, tracked, list(grads)], {})
+                return tuple(found)
+
+        return Reference.apply(*[args[i] for i in tracked])
 
     def grader_function(self, number):
         """A function the test passed to the student's code (the f of a numerical gradient,

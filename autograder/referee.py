@@ -161,6 +161,8 @@ class Channel:
             function = self.test_functions[name]  # one the test itself passed to the student's code
         elif type(name) is str and name in self.allowed and name in self.references:
             function = self.references[name]
+        elif type(name) is str and name.startswith("vjp:") and name[4:] in self.allowed and name[4:] in self.references:
+            function = functools.partial(_vector_jacobian_product, self.references[name[4:]])
         else:
             function = None
             reply["error"] = PermissionError(f"the grader's function {name!r} is not available here")
@@ -280,6 +282,28 @@ class Channel:
             self.test_functions.append(value)
             return {"callable": len(self.test_functions) - 1}
         raise TypeError(f"a {type(value).__name__} cannot be sent to the student's kernel (values only)")
+
+
+def _vector_jacobian_product(reference, args, kwargs, tracked, grads):
+    """The gradients of `reference`'s tensor arguments at positions `tracked`, given the
+    gradients of its outputs: the backward pass of a reference in the student's graph."""
+    if type(args) is not list or type(kwargs) is not dict or type(tracked) is not list or type(grads) is not list:
+        raise TypeError("malformed arguments")
+    args = list(args)
+    leaves = []
+    for i in tracked:
+        if type(i) is not int or not 0 <= i < len(args) or not torch.is_tensor(args[i]):
+            raise TypeError("malformed arguments")
+        args[i] = args[i].detach().clone().requires_grad_(True)
+        leaves.append(args[i])
+    with torch.enable_grad():
+        value = reference(*args, **kwargs)
+        outputs = [value] if torch.is_tensor(value) else list(value)
+        pairs = [(o, g) for o, g in zip(outputs, grads) if torch.is_tensor(g) and o.requires_grad]
+        if not pairs:
+            return [None] * len(leaves)
+        found = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
+    return list(found)
 
 
 WATCH_INPUTS = "watch_inputs"

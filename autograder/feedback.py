@@ -13,9 +13,17 @@ in course_directory.py): nbconvert's HTMLExporter with nbgrader's feedback templ
   outputs are dropped, the template's own scripts (MathJax) are removed, and the page
   carries a Content-Security-Policy that forbids scripts, frames and remote loads
   (math stays TeX source);
+* **a bounded cost**: html5lib, which bleach sanitizes with, takes time quadratic in how
+  deeply tags nest (20 000 nested `<div>`, 100 000 characters, take 9 s), pygments about
+  6 microseconds per character of code, and nbconvert's ansi2html time quadratic in a
+  text's escape codes. So each markdown cell, raw cell or HTML or Markdown output is
+  sanitized only within fixed sizes (`MAX_MARKUP_*`), and a page only within a budget
+  (`PAGE_*`); past them the content is shown as escaped text, its beginning only, with
+  a note (an output with a plain-text version shows that instead), code is shown
+  without colours, and printed text without its colour codes;
 * **a time limit**: a page that takes longer than `render_timeout` seconds to render
-  (a markdown cell crafted to be slow to parse, say) is replaced by a short plain page
-  listing each test as passed or failed; the grade is recorded elsewhere, unaffected.
+  anyway is replaced by a short plain page listing each test as passed or failed; the
+  grade is recorded elsewhere, unaffected.
 
 nbconvert's own HTMLExporter parses every page with BeautifulSoup to add alt text to
 images and make cells focusable: half the time of a feedback page. This exporter makes
@@ -33,7 +41,9 @@ import threading
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
 from jinja2 import pass_context
+import markupsafe
 from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.ansi import ansi2html
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -106,11 +116,69 @@ def sanitize_html(markup):
     return cleaner.clean(markup)
 
 
-def _safe_strip_files_prefix(text):
-    # nbconvert's filter turns href="files/x" into href="x": "files/javascript:..." would
-    # become a javascript: link, so whatever it changed is sanitized again.
-    stripped = strip_files_prefix(text)
-    return text if stripped == text else sanitize_html(stripped)
+# -- what a page may cost ------------------------------------------------------------
+
+MAX_MARKUP_CHARACTERS = 100_000  # one markdown cell, raw cell or HTML/Markdown output, to render
+MAX_MARKUP_TAGS = 2_000  # its '<' characters (after Markdown became HTML)
+PAGE_MARKUP_CHARACTERS = 1_000_000  # all the markup of one page, to render
+PAGE_MARKUP_TAGS = 40_000
+PAGE_HIGHLIGHTED_CHARACTERS = 300_000  # code shown with colours; the rest without
+MAX_ANSI_CHARACTERS = 100_000  # printed text converted with its colours; longer, without
+SHOWN_CHARACTERS = 5_000  # of content not rendered, the beginning shown as text
+
+_ANSI_CODE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]?")
+
+
+class PageBudget:
+    """What is left to spend on one page: characters and tags to render as HTML,
+    characters of code to highlight."""
+
+    def __init__(self):
+        self.characters, self.tags, self.highlighted = PAGE_MARKUP_CHARACTERS, PAGE_MARKUP_TAGS, 0
+
+    def renders(self, text, tags=0):
+        """Whether `text` (with `tags` tags) may be rendered; if so, it is spent."""
+        if len(text) > MAX_MARKUP_CHARACTERS or tags > MAX_MARKUP_TAGS:
+            return False
+        if len(text) > self.characters or tags > self.tags:
+            return False
+        self.characters -= len(text)
+        self.tags -= tags
+        return True
+
+    def highlights(self, code):
+        """Whether `code` may be highlighted; if so, it is spent."""
+        if self.highlighted + len(code) > PAGE_HIGHLIGHTED_CHARACTERS:
+            return False
+        self.highlighted += len(code)
+        return True
+
+
+def too_large(text):
+    """Whether `text` is past the sizes of one rendered item, whatever the page's budget."""
+    return len(text) > MAX_MARKUP_CHARACTERS or text.count("<") > MAX_MARKUP_TAGS
+
+
+class _Note(str):
+    """Markup made here from escaped text: passed on as it is by the filters that follow."""
+
+
+def not_rendered(text, what):
+    """`text` as escaped text, its beginning only, with a note that says why."""
+    shown = text[:SHOWN_CHARACTERS]
+    part = "its beginning is shown as text" if len(shown) < len(text) else "it is shown as text"
+    return _Note(f'<pre class="not-rendered">{html.escape(shown)}</pre>\n'
+                 f'<p class="not-rendered"><em>[{html.escape(what)} of {len(text)} characters not rendered in '
+                 f'feedback (too large, or too many tags); {part}]</em></p>\n')
+
+
+def plain_ansi2html(text):
+    """nbconvert's ansi2html, whose time grows with the square of a text's escape codes,
+    for short texts only; a longer one is escaped without its colour codes."""
+    text = _text(text)
+    if len(text) <= MAX_ANSI_CHARACTERS:
+        return ansi2html(text)
+    return str(markupsafe.escape(_ANSI_CODE.sub("", text)))
 
 
 # -- test cells -----------------------------------------------------------------------
@@ -148,6 +216,9 @@ def _safe_output(output, test_cell, keep_traceback):
     dropped = sorted(key for key in data if key not in _SHOWN_MIMETYPES)
     for key in dropped:
         del data[key]
+    for key in ("text/html", "text/markdown"):
+        if key in data and "text/plain" in data and too_large(_text(data[key])):
+            del data[key]  # shown by its plain text rather than as a note
     if not data and dropped:
         data["text/plain"] = f"[{', '.join(dropped)} output: not shown in feedback]"
     metadata = output.get("metadata", {})
@@ -181,15 +252,43 @@ class FeedbackExporter(HTMLExporter):
         resources["should_not_encode_svg"] = False  # SVG only as <img src="data:...">
         return resources
 
+    budget = None  # the PageBudget of the page being rendered
+
+    def _spend(self, text, tags=None):
+        if self.budget is None:
+            self.budget = PageBudget()
+        return self.budget.renders(text, text.count("<") if tags is None else tags)
+
     @pass_context
     def _safe_markdown2html(self, context, source):
-        return sanitize_html(HTMLExporter.markdown2html(self, context, source))
+        source = _text(source)
+        if not self._spend(source, 0):
+            return not_rendered(source, "markdown")
+        markup = HTMLExporter.markdown2html(self, context, source)
+        if not self._spend("", markup.count("<")):
+            return not_rendered(source, "markdown")
+        return sanitize_html(markup)
+
+    def _clean_html(self, markup):
+        if isinstance(markup, _Note):
+            return markup
+        markup = markup.decode("utf-8", "replace") if isinstance(markup, bytes) else _text(markup)
+        if not self._spend(markup):
+            return not_rendered(markup, "HTML")
+        return sanitize_html(markup)
+
+    def _safe_strip_files_prefix(self, text):
+        # nbconvert's filter turns href="files/x" into href="x": "files/javascript:..." would
+        # become a javascript: link, so whatever it changed is sanitized again.
+        stripped = strip_files_prefix(text)
+        return text if stripped == text else self._clean_html(stripped)
 
     def default_filters(self):
         yield from super().default_filters()
         yield ("markdown2html", self._safe_markdown2html)
-        yield ("clean_html", sanitize_html)
-        yield ("strip_files_prefix", _safe_strip_files_prefix)
+        yield ("clean_html", self._clean_html)
+        yield ("strip_files_prefix", self._safe_strip_files_prefix)
+        yield ("ansi2html", plain_ansi2html)
 
     def _feedback_notebook(self, nb):
         """A copy of `nb` with what the page may show: released tests, safe outputs."""
@@ -209,8 +308,15 @@ class FeedbackExporter(HTMLExporter):
     def _render(self, nb, resources, **kw):
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        self.register_filter("highlight_code", self.filters.get(
-            "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        highlight = self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+        self.budget = PageBudget()
+
+        def bounded_highlight(source, *args, **kwargs):
+            if self.budget.highlights(_text(source)):
+                return highlight(source, *args, **kwargs)
+            return f'<div class="highlight"><pre>{html.escape(_text(source))}</pre></div>\n'
+
+        self.register_filter("highlight_code", bounded_highlight)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
         page, resources = TemplateExporter.from_notebook_node(self, self._feedback_notebook(nb), resources, **kw)

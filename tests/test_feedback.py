@@ -181,7 +181,7 @@ def test_a_failed_test_shows_its_message_without_traceback(page):
     assert "----&gt; 3" not in page
 
 
-def test_nothing_from_the_submission_can_run(page):
+def assert_no_active_markup(page):
     assert "<script" not in page.lower()
     # in a tag (as text, escaped, "onerror=" is harmless: an unquoted attribute makes
     # the markdown parser escape a whole tag)
@@ -203,6 +203,10 @@ def test_nothing_from_the_submission_can_run(page):
                 assert not (name == "href" and plain.startswith("data:")), (tag, name, value)
                 assert tag == "img" or name == "href" and (plain.startswith(("#", "http")) or ":" not in plain), \
                     (tag, name, value)
+
+
+def test_nothing_from_the_submission_can_run(page):
+    assert_no_active_markup(page)
     # the images: embedded ones only, and the SVG as an image, never inline
     sources = [attrs.get("src", "") for tag, attrs in Elements(page).tags if tag == "img"]
     assert any(s.startswith("data:image/svg+xml;base64,") for s in sources)
@@ -290,6 +294,51 @@ def test_outside_the_main_thread_the_page_renders_without_limit():
     worker.start()
     worker.join(60)
     assert len(pages) == 1 and "Grade cell: <code>test_answer</code>" in pages[0] and HIDDEN_MARKER not in pages[0]
+
+
+def hostile_sizes_notebook():
+    """A notebook whose content is slow to render as it is: deeply nested tags (html5lib,
+    in bleach, takes time quadratic in their depth: 43 s for the markdown cell below, 9 s
+    for the HTML output), a long code cell (pygments: 6 s per million characters), a long
+    text full of colour codes (nbconvert's ansi2html: 20 s), and many markdown cells each
+    just within the size of one rendered item."""
+    nb = make_notebook()
+    script = "<script>alert('big')</script><img src=x onerror=alert('big-img')>"
+    nb.cells.append(nbformat.v4.new_markdown_cell(script + "<b><p>" * 40_000))
+    nb.cells.append(nbformat.v4.new_code_cell('"<script>alert(1)</script>"\n' * 100_000, execution_count=4, outputs=[
+        _output("display_data", {"text/html": "<div>" * 20_000 + script}),
+        _output("display_data", {"text/html": "<div>" * 20_000 + script, "text/plain": "PLAIN_VERSION_SHOWN"}),
+        _output("display_data", {"text/markdown": "> " * 100_000 + script}),
+        nbformat.v4.new_output("stream", name="stdout", text="\x1b[1;31m<script>x</script>\x1b[0m" * 60_000),
+    ]))
+    nb.cells += [nbformat.v4.new_markdown_cell("<div>" * 1_990 + f"NESTED_{k} <img src=x onerror=alert({k})>")
+                 for k in range(30)]
+    nbformat.validate(nb)
+    return nb
+
+
+def test_content_too_costly_to_render_is_shown_as_text_within_the_time_limit():
+    started = time.monotonic()
+    page, _ = make_exporter(render_timeout=120).from_notebook_node(hostile_sizes_notebook(), resources())
+    seconds = time.monotonic() - started
+    assert "could not be rendered" not in page, "rendered without needing the time limit"
+    assert seconds < 30, seconds  # about 2.5 s on two shared cores; 150 s or more before the bounds
+    assert_no_active_markup(page)
+    assert "Grade cell: <code>test_answer</code>" in page and HIDDEN_MARKER not in page
+    # too large or too many tags: the beginning, escaped, and a note
+    assert re.search(r"\[markdown of 24\d{4} characters not rendered in feedback", page)
+    assert re.search(r"\[HTML of 10\d{4} characters not rendered in feedback", page)
+    assert "&lt;script&gt;alert(&#x27;big&#x27;)" in page
+    # an output with a plain-text version shows that instead
+    assert "PLAIN_VERSION_SHOWN" in page
+    # code past the page's budget for colours: escaped, without colours
+    assert "&quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;" in page
+    # printed text too long to convert its colour codes: escaped, without them
+    assert "&lt;script&gt;x&lt;/script&gt;&lt;script&gt;" in page and "\x1b" not in page
+    # items within the sizes are rendered (sanitized) until the page's budget is spent
+    rendered = [k for k in range(30) if f"NESTED_{k} <img" in page]
+    assert rendered and rendered == list(range(len(rendered))) and len(rendered) < 30, rendered
+    assert len(re.findall(r"\[markdown of 99\d\d characters not rendered in feedback", page)) == 30 - len(rendered)
 
 
 def test_in_a_browser_nothing_fires(page):

@@ -19,6 +19,7 @@ import nbformat
 import pytest
 
 from autograder import catalogue, paths
+from attacks import self_attention as attacks
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"
@@ -27,39 +28,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
                                 reason="bubblewrap (Debian package bubblewrap) is not installed: no sandbox")
 
 # Wrong answers of the right shapes: what a student who wants marks without the work has.
-GARBAGE = {
-    "softmax": """
-def softmax(x, axis=-1):
-    return np.zeros_like(np.asarray(x, dtype=float))
-""",
-    "causal_mask": """
-def causal_mask(n):
-    return np.zeros((n, n), dtype=bool)
-""",
-    "scaled_dot_product_attention": """
-def scaled_dot_product_attention(Q, K, V, mask=None):
-    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
-    return np.zeros(Q.shape[:-1] + (V.shape[-1],)), np.zeros(Q.shape[:-1] + (K.shape[-2],))
-""",
-    "self_attention": """
-def self_attention(X, W_q, W_k, W_v, mask=None):
-    X = np.asarray(X)
-    return np.zeros(X.shape[:-1] + (np.shape(W_v)[-1],)), np.zeros(X.shape[:-1] + (X.shape[-2],))
-""",
-    "SelfAttention": """
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k, d_v=None, bias=False):
-        super().__init__()
-        d_v = d_k if d_v is None else d_v
-        self.W_q = nn.Linear(d_model, d_k, bias=bias)
-        self.W_k = nn.Linear(d_model, d_k, bias=bias)
-        self.W_v = nn.Linear(d_model, d_v, bias=bias)
-
-    def forward(self, x, mask=None):
-        values = self.W_v(x)
-        return torch.zeros_like(values), torch.zeros(x.shape[:-1] + (x.shape[-2],), dtype=x.dtype, device=x.device)
-""",
-}
+GARBAGE = attacks.GARBAGE  # the same baseline as tests/test_trusted_data.py
 
 # A trick in a cell of its own, right after the setup cell (before every answer).
 TRICK_CELLS = {

@@ -18,7 +18,7 @@ Each attack must score no more than the garbage on every test; the reference sol
 in the same batch, keeps full marks.
 """
 
-import importlib.util
+import importlib
 import shutil
 from pathlib import Path
 
@@ -36,10 +36,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
 
 
 def load_attacks(assignment):
-    spec = importlib.util.spec_from_file_location(f"attacks_{assignment}", ATTACKS / f"{assignment}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"attacks.{assignment}")
 
 
 def with_cell_after(notebook, grade_id, source):

@@ -15,6 +15,8 @@ whatever `AttentionFunction` does; `watch_inputs` and `call` report no in-place 
 the checks pass; `scalar_function` builds a constant f.
 """
 
+from attacks._forged_checks import FORGED_CHECKS
+
 GARBAGE = {
     "softmax_backward": """
 def softmax_backward(weights, grad_weights):
@@ -100,28 +102,13 @@ class AttentionFunction(torch.autograd.Function):
 # No nn.Module contract in this chapter (AttentionFunction is an autograd.Function).
 MODULES = {}
 
-HELPERS = """
-# Every helper of the test_helpers cell, redefined in the kernel to let the garbage pass.
-def as_numpy(value):
-    return np.zeros(1)
-
-def expect_shape(value, shape, name):
-    return None
-
-def expect_close(actual, expected, name, hint="", atol=1e-8, rtol=1e-6):
-    return None
-
-def first_match(actual, candidates, atol=1e-8):
-    return ""
+HELPERS = FORGED_CHECKS + """
 
 def float32_hint(actual, expected):
     return ""
 
 def copies(*arrays):
     return arrays
-
-def watch_inputs(function, *args, **kwargs):
-    return function(*args, **kwargs), []
 
 def call(function, *args, hint="", watch=False, **kwargs):
     result = function(*args, **kwargs)
@@ -156,9 +143,6 @@ def torch_self_attention(X, W_q, W_k, W_v):
 
 def missing_paths(X, W_q, W_k, W_v, grad_output):
     return {}
-
-def runs_beside_your_code(helper):
-    return helper
 
 @runs_beside_your_code
 def gradients(function, inputs, grad_output, **kwargs):

@@ -24,6 +24,8 @@ changed, the expected output and gradients (computed from what the helper is han
 and the state_dict the from_torch tests expect.
 """
 
+from attacks._forged_checks import FORGED_CHECKS
+
 _MHA_SKELETON = """
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_heads, bias=True):
@@ -159,26 +161,7 @@ MODULES = {"MultiHeadAttention": _frozen_module(0.0)}
 # The same module with parameters at other constant values.
 MODULE_VARIANTS = {"MultiHeadAttention": [_frozen_module(0.5), _frozen_module(-1.0)]}
 
-HELPERS = """
-# Every helper of the test_helpers cell, redefined to say what would help the garbage most.
-def as_numpy(value):
-    return np.zeros(1)
-
-def expect_shape(value, shape, name, hint=""):
-    return None
-
-def expect_close(actual, expected, name, hint="", atol=1e-8, rtol=1e-6):
-    return None
-
-def first_match(actual, candidates, atol=1e-8):
-    return ""
-
-def runs_beside_your_code(helper):
-    helper.runs_beside_your_code = True
-    return helper
-
-def watch_inputs(function, *args, **kwargs):
-    return function(*args, **kwargs), []
+HELPERS = FORGED_CHECKS + """
 
 def _true_attention(parameters, n_heads, query, key, value, mask=None):
     linear = lambda x, name: F.linear(x, parameters[name + ".weight"], parameters.get(name + ".bias"))

@@ -23,6 +23,8 @@ changed, and the output and gradients the test expects, computed from what the h
 handed.
 """
 
+from attacks._forged_checks import FORGED_CHECKS
+
 _LEARNED_SKELETON = """
 class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_positions, d_model):
@@ -109,29 +111,10 @@ MODULES = {"LearnedPositionalEmbedding": _frozen_table(0.0)}
 # The same module with tables at other constant values.
 MODULE_VARIANTS = {"LearnedPositionalEmbedding": [_frozen_table(0.5), _frozen_table(-1.0)]}
 
-HELPERS = """
-# Every helper of the test_helpers cell, redefined to say what would help the garbage most.
-def as_numpy(value):
-    return np.zeros(1)
+HELPERS = FORGED_CHECKS + """
 
 def expect_tensor(value, dtype, name):
     return None
-
-def expect_shape(value, shape, name, hint=""):
-    return None
-
-def expect_close(actual, expected, name, hint="", atol=1e-8, rtol=1e-6):
-    return None
-
-def first_match(actual, candidates, atol=1e-8, rtol=1e-6):
-    return ""
-
-def runs_beside_your_code(helper):
-    helper.runs_beside_your_code = True
-    return helper
-
-def watch_inputs(function, *args, **kwargs):
-    return function(*args, **kwargs), []
 
 def device_failure(error, target, what):
     return AssertionError("")

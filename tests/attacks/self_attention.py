@@ -13,6 +13,8 @@ a student cell that redefines every helper of the `test_helpers` cell in the ker
 itself, `watch_inputs` reports no change.
 """
 
+from attacks._forged_checks import FORGED_CHECKS
+
 GARBAGE = {
     "softmax": """
 def softmax(x, axis=-1):
@@ -198,25 +200,7 @@ class SelfAttention(nn.Module):
 """,
 ]}
 
-HELPERS = """
-# Every helper of the test_helpers cell, redefined in the kernel to let the garbage pass.
-def as_numpy(value):
-    return np.zeros(1)
-
-def expect_shape(value, shape, name, hint=""):
-    return None
-
-def expect_close(actual, expected, name, hint="", atol=1e-8, rtol=1e-6):
-    return None
-
-def first_match(actual, candidates, atol=1e-8):
-    return ""
-
-def runs_beside_your_code(helper):
-    return helper
-
-def watch_inputs(function, *args, **kwargs):
-    return function(*args, **kwargs), []
+HELPERS = FORGED_CHECKS + """
 
 def module_weights(d_model, d_k, d_v, bias, seed):
     return {}

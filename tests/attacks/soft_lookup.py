@@ -10,6 +10,8 @@ HELPERS is a student cell that redefines every helper of
 the `test_helpers` cell in the kernel to say what would help the garbage most.
 """
 
+from attacks._forged_checks import FORGED_CHECKS
+
 GARBAGE = {
     "dot_score": """
 def dot_score(q, K):
@@ -100,25 +102,10 @@ def attend(q, K, V, score_fn, mask=None):
 # No graded class in this chapter.
 MODULES = {}
 
-HELPERS = """
-# Every helper of the test_helpers cell, redefined to let anything pass.
-def as_numpy(value):
-    return np.zeros(1)
-
-def expect_shape(value, shape, name, hint=""):
-    return None
-
-def expect_close(actual, expected, name, hint="", atol=1e-8, rtol=1e-6):
-    return None
+HELPERS = FORGED_CHECKS + """
 
 def expect_float64(value, name):
     return None
-
-def first_match(actual, candidates, atol=1e-8):
-    return ""
-
-def watch_inputs(function, *args, **kwargs):
-    return function(*args, **kwargs), []
 
 def call(function, *args, **kwargs):
     try:

@@ -43,7 +43,7 @@ from nbgrader.api import Gradebook
 from autograder import lateness, paths, sandbox
 from autograder.course_directory import CourseDirectory
 from autograder.gradebook import COURSE_ID, ClassGradebook
-from autograder.submissions import collect
+from autograder.submissions import collect, read_notebook
 
 
 @dataclass
@@ -248,7 +248,7 @@ class Grader:
     def check(self, submission):
         """Refuse, before any kernel starts, a notebook with none of the assignment's answer cells."""
         for name, data in submission.notebooks.items():
-            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+            notebook = read_notebook(data)  # as submissions.check_notebook accepted it
             found = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in notebook.cells
                      if isinstance(c.get("metadata", {}).get("nbgrader"), dict)}
             expected = self.answer_ids.get(name, set())

@@ -16,6 +16,7 @@ resolve to one id are both refused rather than one recorded over the other.
 """
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -31,6 +32,12 @@ import nbformat
 from autograder.lateness import TimeRefused, submission_time
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+# Checked before nbformat reads a notebook: the course's notebooks have 30 to 60 cells and
+# about 1 500 JSON values; at these limits reading, checking and assembling one takes a
+# few seconds at most (book/for_instructors.md).
+MAX_CELLS = 2_000
+MAX_NOTEBOOK_VALUES = 200_000  # JSON values outside the cells' outputs
+MAX_ATTACHMENTS = 1_000  # images pasted into markdown cells: kept in the graded notebook and its feedback
 MAX_ZIP_BYTES = 100 * 1024 * 1024
 MAX_UNZIPPED_BYTES = 100 * 1024 * 1024  # notebooks inflated from one zip, all members together
 MAX_ZIP_MEMBERS = 10_000
@@ -86,25 +93,81 @@ def student_id(name):
 
 
 def check_notebook(data, label):
-    """Return '' if `data` is a readable nbformat-4 notebook, else a message for the student."""
+    """Return '' if `data` is a readable nbformat-4 notebook within the limits, else a
+    message for the student.
+
+    The limits are checked on a plain JSON parse, before nbformat's validation (whose
+    cost grows with every cell and output, and on some shapes faster than their size).
+    The outputs a notebook was saved with are neither read nor checked: the grader runs
+    the notebook again and shows only the outputs of that run."""
     if not data.strip():
         return f"{label} is empty."
     if len(data) > MAX_NOTEBOOK_BYTES:
         return f"{label} is larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB."
     try:
-        notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
+        notebook = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         return f"{label} is not a text file; a notebook is JSON text."
-    except Exception as error:  # nbformat raises several kinds for bad JSON
-        return f"{label} is not a notebook (invalid JSON: {str(error).splitlines()[0][:200]})."
-    major = notebook.get("nbformat") if isinstance(notebook, dict) else None
-    if major != 4:
-        return f"{label} has nbformat {major!r}; save it from Jupyter as a version 4 notebook."
+    except (ValueError, RecursionError) as error:
+        what = str(error).splitlines()[0][:200] if isinstance(error, ValueError) else "nested too deeply"
+        return f"{label} is not a notebook (invalid JSON: {what})."
+    if not isinstance(notebook, dict) or "nbformat" not in notebook:
+        return f"{label} is not a notebook (its JSON has no nbformat version)."
+    if notebook["nbformat"] != 4:
+        return f"{label} has nbformat {notebook['nbformat']!r}; save it from Jupyter as a version 4 notebook."
+    cells = notebook.get("cells") if isinstance(notebook.get("cells"), list) else []  # not a list: validate() says so
+    if len(cells) > MAX_CELLS:
+        return (f"{label} has {len(cells)} cells; the grader reads notebooks of at most {MAX_CELLS} cells. "
+                "Delete the cells you do not need (scratch work) and submit again.")
+    skeleton = without_outputs(notebook)
+    if count_values(skeleton, MAX_NOTEBOOK_VALUES) > MAX_NOTEBOOK_VALUES:
+        return (f"{label} holds more than {MAX_NOTEBOOK_VALUES} JSON values outside its outputs (lines, "
+                "metadata, attachments); the grader does not read it. Save it again from Jupyter.")
+    attachments = sum(len(cell["attachments"]) for cell in cells
+                      if isinstance(cell, dict) and isinstance(cell.get("attachments"), dict))
+    if attachments > MAX_ATTACHMENTS:
+        return (f"{label} has {attachments} attachments (images pasted into markdown cells); the grader reads "
+                f"notebooks of at most {MAX_ATTACHMENTS}. Delete the ones you do not need and submit again.")
+    for index, cell in enumerate(cells):
+        metadata = cell.get("metadata") if isinstance(cell, dict) else None
+        tags = metadata.get("tags", []) if isinstance(metadata, dict) else []
+        # nbformat's schema wants unique tags: checked pairwise, in quadratic time, unless all are text.
+        if not (isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)):
+            return f"{label} is not a valid notebook: the tags of cell {index + 1} are not a list of text."
     try:
-        nbformat.validate(notebook)
+        nbformat.validate(skeleton)
     except Exception as error:
         return f"{label} is not a valid notebook: {str(error).splitlines()[0][:200]}"
     return ""
+
+
+def without_outputs(notebook):
+    """A shallow copy of a notebook's JSON whose code cells have no outputs."""
+    cells = notebook.get("cells")
+    if not isinstance(cells, list):
+        return notebook
+    return {**notebook, "cells": [{**cell, "outputs": []} if isinstance(cell, dict) and "outputs" in cell else cell
+                                  for cell in cells]}
+
+
+def count_values(document, limit):
+    """How many JSON values `document` holds (itself, every item and member), counting
+    no further than limit + 1."""
+    count, stack = 0, [document]
+    while stack and count <= limit:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
+
+
+def read_notebook(data):
+    """The notebook that check_notebook accepted, as nbformat's NotebookNode, without its
+    outputs (which the grader never uses), read without validating it again."""
+    return nbformat.v4.nbjson.JSONReader().to_notebook(without_outputs(json.loads(data.decode("utf-8"))))
 
 
 def match_notebooks(found, expected, label):

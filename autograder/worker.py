@@ -39,6 +39,7 @@ def grade(task):
     from autograder.course_directory import CourseDirectory
     from autograder.gradebook import COURSE_ID
     from autograder.lateness import due_date, lateness_note, naive_utc
+    from autograder.submissions import read_notebook
 
     assignment, student = task["assignment"], task["student"]
     work = Path(task["work"])
@@ -64,7 +65,7 @@ def grade(task):
         data = Path(path).read_bytes()
         (home / name).write_bytes(data)  # the student's own notebook, as submitted
         source = nbformat.read(work / "source" / assignment / name, as_version=4)
-        submitted = nbformat.reads(data.decode("utf-8"), as_version=4)
+        submitted = read_notebook(data)  # within the limits that the grader checked
         notebook, cell_notes = assemble(source, submitted)
         notes += [f"{name}: {n}" if len(task["notebooks"]) > 1 else n for n in cell_notes]
         nbformat.write(notebook, folder / name)

@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from nbgrader.utils import compute_checksum
 
+from autograder.submissions import MAX_CELLS
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"
@@ -148,6 +149,16 @@ def build(folder):
     save("unrelated_notebook", nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hello')")]))
     (folder / "lists_cells_as_text.ipynb").write_text(json.dumps({"cells": "none", "nbformat": 4}))
     batch["lists_cells_as_text"] = folder / "lists_cells_as_text.ipynb"
+    # Past the cell limit: refused before nbformat reads it (it took 154 s to grade, for
+    # full marks, under --submission-timeout 20). At the limit: graded as any other.
+    many = json.loads(nbformat.writes(reference))
+    many["cells"] += [{"cell_type": "code", "execution_count": None, "id": f"c{k}", "metadata": {}, "outputs": [],
+                       "source": ""} for k in range(120_000)]
+    (folder / "very_many_cells.ipynb").write_text(json.dumps(many))
+    batch["very_many_cells"] = folder / "very_many_cells.ipynb"
+    at_limit = _copy(reference)
+    at_limit.cells += [nbformat.v4.new_code_cell("") for _ in range(MAX_CELLS - len(at_limit.cells))]
+    save("answers_with_scratch_cells_at_the_cell_limit", at_limit)
     return batch
 
 
@@ -204,3 +215,16 @@ def test_notebooks_that_are_not_the_assignment_fail_alone(graded):
     assert results["lists_cells_as_text"]["status"] == "error"
     assert "not a valid notebook" in results["lists_cells_as_text"]["message"] or \
         "not a notebook" in results["lists_cells_as_text"]["message"]
+
+
+def test_a_notebook_past_the_cell_limit_is_refused_before_grading(graded):
+    result = graded["results"]["very_many_cells"]
+    assert result["status"] == "error" and result["score"] == 0
+    assert f"at most {MAX_CELLS} cells" in result["message"], result["message"]
+    assert result["seconds"] == 0, "no worker read it"
+
+
+def test_a_notebook_at_the_cell_limit_keeps_full_marks(graded):
+    result = graded["results"]["answers_with_scratch_cells_at_the_cell_limit"]
+    assert result["score"] == result["max_score"], result["message"]
+    assert not result["problems"], result["problems"]

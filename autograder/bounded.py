@@ -3,15 +3,18 @@
 While a test runs, the student's code may ask the grader for work whose size it
 chooses: a reference answer of another graded function (`causal_mask(32000)` is a
 gigabyte), or a function the test handed to it (the `f` of a numerical gradient). That
-work runs in the grader's process, outside the sandbox, so it must be bounded like the
-student's own: each such call runs in a child forked from the grading worker, with an
-address-space limit of `Limits.memory` bytes beyond what the worker already holds and a
-time limit of `Limits.seconds`. The child sends its answer back as plain values
-(autograder/codec.py) and exits; a call over a limit raises MemoryError or TimeoutError,
-which fails the student's call (and so the test), and the report says so.
+work runs on the grader's side, outside the sandbox, so it must be bounded like the
+student's own: it runs in a `Server`, a child forked from the grading worker, with an
+address-space limit of `Limits.memory` bytes beyond what the worker held when it forked
+and a time limit of `Limits.seconds` per call. The child answers calls one after
+another as plain values (autograder/codec.py); a call over a limit raises MemoryError
+or TimeoutError here, which fails the student's call (and so the test), and the child
+is replaced by a fresh one for the next call.
 
-A fork costs a few milliseconds; the child shares the worker's memory copy-on-write, so
-the reference functions and the test's own functions are there without being sent.
+A fork costs some ten milliseconds of a worker's time, too much for each of the hundred
+calls a numerical gradient makes, so a server lives for one test cell. The child shares
+the worker's memory copy-on-write: the reference functions and the test's own functions
+are there without being sent, and `resolve(name)` finds them.
 """
 
 import contextlib
@@ -20,6 +23,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import struct
 import time
 import warnings
@@ -32,7 +36,7 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    memory: int = 1024 * MiB  # bytes of address space beyond what the worker holds at the call
+    memory: int = 1024 * MiB  # bytes of address space beyond what the worker holds at the fork
     seconds: float = 30.0  # wall-clock seconds of one call
 
 
@@ -44,76 +48,133 @@ def _address_space():
     return 0
 
 
-def _child(function, args, kwargs, limits, write_end):
-    """In the forked child: compute, send the answer as one frame, exit (never returns)."""
+def _read_frame(sock):
+    """One frame's body from a blocking socket; None at its end."""
+    head = _read_exactly(sock, 8)
+    if head is None:
+        return None
+    (size,) = struct.unpack("<Q", head)
+    if size > codec.MAX_FRAME:
+        return None
+    return _read_exactly(sock, size)
+
+
+def _read_exactly(sock, size):
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def _serve(sock, resolve, limits):
+    """In the forked child: answer calls until the grader closes the socket (never returns)."""
     try:
-        try:
-            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-            cap = _address_space() + limits.memory
-            if hard != resource.RLIM_INFINITY:
-                cap = min(cap, hard)
-            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                    warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                value = function(*args, **kwargs)
-            frame = codec.pack({"value": value})
-        except BaseException as error:  # noqa: BLE001 (whatever it was, it is the answer)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = _address_space() + limits.memory
+        resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+        while True:
+            body = _read_frame(sock)
+            if body is None:
+                break
             try:
-                frame = codec.pack({"error": error})
-            except BaseException:
-                frame = codec.pack({"error": RuntimeError("the answer could not be sent")})
-        view = memoryview(frame)
-        while view:
-            view = view[os.write(write_end, view):]
+                request = codec.unpack(body)
+                function = resolve(request["name"])
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                        warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    value = function(*request["args"], **request["kwargs"])
+                frame = codec.pack({"value": value})
+            except BaseException as error:  # noqa: BLE001 (whatever it was, it is the answer)
+                try:
+                    frame = codec.pack({"error": error})
+                except BaseException:
+                    frame = codec.pack({"error": RuntimeError("the answer could not be sent")})
+            sock.sendall(frame)
     finally:
         os._exit(0)
 
 
-def call(function, args, kwargs, limits, label, deadline=None):
-    """function(*args, **kwargs) in a child process within `limits`; its value, or the
-    exception it raised (rebuilt from its type and message). Over a limit: MemoryError or
-    TimeoutError naming `label`. `deadline` (time.monotonic()) can shorten the time."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        _child(function, args, kwargs, limits, write_end)
-    os.close(write_end)
-    stop = time.monotonic() + limits.seconds
-    timed_out = deadline is not None and deadline < stop
-    stop = min(stop, deadline) if deadline is not None else stop
-    data = bytearray()
-    try:
-        while True:
+class Server:
+    """A child of this process that computes `resolve(name)(*args, **kwargs)` on request,
+    within `limits`. `resolve` runs in the child, on its copy of this process's state."""
+
+    def __init__(self, resolve, limits):
+        self.limits = limits
+        ours, theirs = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:
+            ours.close()
+            _serve(theirs, resolve, limits)
+        theirs.close()
+        self.sock = ours
+
+    @property
+    def alive(self):
+        return self.sock is not None
+
+    def call(self, name, args, kwargs, label, deadline=None):
+        """The value, or the exception the call raised (rebuilt from its type and message).
+        Over a limit: MemoryError or TimeoutError naming `label`, and the server is closed.
+        `deadline` (time.monotonic()) can shorten the time."""
+        try:
+            request = codec.pack({"name": name, "args": list(args), "kwargs": dict(kwargs)})
+        except TypeError:
+            raise RuntimeError(f"{label} takes arrays, tensors and numbers; your code passed it an object of "
+                               f"its own") from None
+        stop = time.monotonic() + self.limits.seconds
+        test_time = deadline is not None and deadline < stop
+        stop = min(stop, deadline) if test_time else stop
+        self.sock.sendall(request)
+        data = bytearray()
+        while len(data) < 8 or len(data) < 8 + struct.unpack_from("<Q", data)[0]:
             left = stop - time.monotonic()
             if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                seconds = limits.seconds if not timed_out else None
-                raise TimeoutError(f"{label} ran past its time limit"
-                                   + (f" ({seconds:g} s)" if seconds else " (the test's time ran out)")
+                self.close()
+                raise TimeoutError(f"{label} ran past its time limit "
+                                   + ("(the test's time ran out)" if test_time else f"({self.limits.seconds:g} s)")
                                    + " for the arguments your code gave it")
-            if not select.select([read_end], [], [], min(left, 1.0))[0]:
+            if not select.select([self.sock], [], [], min(left, 1.0))[0]:
                 continue
-            chunk = os.read(read_end, 1 << 20)
+            chunk = self.sock.recv(1 << 20)
             if not chunk:
-                break
+                status = self.close()
+                how = f" (signal {os.WTERMSIG(status)})" if status and os.WIFSIGNALED(status) else ""
+                raise MemoryError(f"{label} stopped before it answered{how}: it ran out of its memory limit "
+                                  f"({self.limits.memory // MiB} MiB) for the arguments your code gave it")
             data += chunk
             if len(data) > codec.MAX_FRAME + 8:
-                os.kill(pid, signal.SIGKILL)
+                self.close()
                 raise MemoryError(f"{label} made an answer too large to send for the arguments your code gave it")
+        message = codec.unpack(memoryview(data)[8:])
+        if "error" in message:
+            error = message["error"]
+            if getattr(error, "remote_type", "") == "MemoryError" or "can't allocate memory" in str(error):
+                self.close()  # its heap may be in pieces: the next call gets a fresh one
+                raise MemoryError(f"{label} needs more than its memory limit ({self.limits.memory // MiB} MiB) "
+                                  f"for the arguments your code gave it")
+            raise error
+        return message.get("value")
+
+    def close(self):
+        """Stop the child; its exit status (None when it was stopped already)."""
+        if self.sock is None:
+            return None
+        self.sock.close()
+        self.sock = None
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return os.waitpid(self.pid, 0)[1]
+
+
+def call(function, args, kwargs, limits, label, deadline=None):
+    """function(*args, **kwargs) once, in a child within `limits` (see Server.call)."""
+    server = Server(lambda name: function, limits)
+    try:
+        return server.call(0, args, kwargs, label, deadline)
     finally:
-        os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-    if len(data) < 8 or struct.unpack_from("<Q", data)[0] != len(data) - 8:
-        how = f" (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else ""
-        raise MemoryError(f"{label} stopped before it answered{how}: it ran out of its memory limit "
-                          f"({limits.memory // MiB} MiB) for the arguments your code gave it")
-    message = codec.unpack(memoryview(data)[8:])
-    if "error" in message:
-        error = message["error"]
-        if getattr(error, "remote_type", "") == "MemoryError" or "can't allocate memory" in str(error):
-            raise MemoryError(f"{label} needs more than its memory limit ({limits.memory // MiB} MiB) for "
-                              f"the arguments your code gave it")
-        raise error
-    return message.get("value")
+        server.close()

@@ -95,6 +95,7 @@ class Channel:
         self.test_functions = []  # functions the test cell gave to student code
         self.watched = None  # (arguments, keywords) as the last watched call left them
         self.limits = bounded.Limits()  # for the grader's work done at the student's code's request
+        self.server, self.server_knows = None, 0  # the bounded.Server of this test cell, and its functions
         self.over_limits = []  # what that work could not finish (shown in the report)
 
     def reconnect(self, sock, interrupt):
@@ -105,6 +106,7 @@ class Channel:
         self.buffer = bytearray()
         self.proxies = {}
         self.token = None
+        self._stop_server()
 
     # -- one test cell ---------------------------------------------------------------
     def begin(self, token, deadline):
@@ -114,6 +116,7 @@ class Channel:
 
     def finish(self):
         """Tell the agent the test cell is over (it may have ended already)."""
+        self._stop_server()
         if self.token is not None and not self.ended:
             try:
                 self._send({"op": "end", "token": self.token}, time.monotonic() + 5)
@@ -157,22 +160,15 @@ class Channel:
     def _answer_callback(self, message):
         name = message.get("name")
         reply = {"op": "result", "id": message.get("id"), "token": self.token}
-        if type(name) is int and 0 <= name < len(self.test_functions):
-            function = self.test_functions[name]  # one the test itself passed to the student's code
-        elif type(name) is str and name in self.allowed and name in self.references:
-            function = self.references[name]
-        elif type(name) is str and name.startswith("vjp:") and name[4:] in self.allowed and name[4:] in self.references:
-            function = functools.partial(_vector_jacobian_product, self.references[name[4:]])
-        else:
-            function = None
+        if self._resolve(name) is None:
             reply["error"] = PermissionError(f"the grader's function {name!r} is not available here")
-        if function is not None:
+        else:
             try:
                 args = message.get("args") or []
                 kwargs = message.get("kwargs") or {}
                 if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
                     raise TypeError("malformed arguments")
-                reply["value"] = self._bounded(name, function, args, kwargs)
+                reply["value"] = self._bounded(name, args, kwargs)
             except Exception as error:
                 reply["error"] = error
         try:
@@ -180,22 +176,46 @@ class Channel:
         except (codec.CodecError, TypeError) as error:
             self._send({**reply, "value": None, "error": error}, self.deadline)
 
-    def _bounded(self, name, function, args, kwargs):
-        """function(*args, **kwargs), computed within the limits of the grader's work (its
-        arguments are the student's code's to choose): a call over a limit raises here and
-        fails the student's call, visibly."""
+    def _resolve(self, name, allowed=None):
+        """The function a callback names, if the kernel may call it now (`allowed`: the
+        references it may ask for; by default those of the current call): a function the
+        test passed to the student's code (by number), a reference (by name), or a
+        reference's backward pass ("vjp:NAME"); None otherwise."""
+        allowed = self.allowed if allowed is None else allowed
+        if type(name) is int and 0 <= name < len(self.test_functions):
+            return self.test_functions[name]
+        if type(name) is str and name in allowed and name in self.references:
+            return self.references[name]
+        if type(name) is str and name.startswith("vjp:") and name[4:] in allowed and name[4:] in self.references:
+            return functools.partial(_vector_jacobian_product, self.references[name[4:]])
+        return None
+
+    def _bounded(self, name, args, kwargs):
+        """The callback `name` computed within the limits of the grader's work (its arguments
+        are the student's code's to choose), in this test cell's bounded.Server: a call over
+        a limit raises here and fails the student's call, visibly."""
         label = "the test's function" if type(name) is int else f"the grader's reference {name}"
-
-        def in_child():
-            Channel.forked = True  # in the forked child only: it must not use the kernel's socket
-            return function(*args, **kwargs)
-
+        if self.server is None or not self.server.alive or (type(name) is int and name >= self.server_knows):
+            self._stop_server()  # a function the test made after the fork: a fresh copy knows it
+            self.server = bounded.Server(self._resolve_in_child, self.limits)
+            self.server_knows = len(self.test_functions)
         try:
-            return bounded.call(in_child, (), {}, self.limits, label,
-                                deadline=self.deadline + self.STUCK_AFTER if self.deadline else None)
+            return self.server.call(name, args, kwargs, label,
+                                    deadline=self.deadline + self.STUCK_AFTER if self.deadline else None)
         except (MemoryError, TimeoutError) as error:
             self.over_limits.append(str(error))
             raise
+
+    def _resolve_in_child(self, name):
+        """In the server's child, which must not use the kernel's socket: the parent has
+        checked that the kernel may call `name`."""
+        Channel.forked = True
+        return self._resolve(name, allowed=self.references)
+
+    def _stop_server(self):
+        if self.server is not None:
+            self.server.close()
+        self.server = None
 
     # -- frames ------------------------------------------------------------------------
     def _send(self, message, deadline):

@@ -805,8 +805,10 @@ class Execution:
                 if kind == "instructor":
                     self.judge.run_setup(cell.source, key)
         except (KernelDied, referee.GradingStopped) as error:
-            self._crash(index, cell, kind, key, section, label,
-                        _death_reason(str(error), self.box, self.settings, self.kernel), outputs)
+            why = _death_reason(str(error), self.box, self.settings, self.kernel)
+            if self._left() <= 0:  # it was stopped because the notebook's time ran out
+                why = self._out_of_time()
+            self._crash(index, cell, kind, key, section, label, why, outputs)
         finally:
             if kind == "test":
                 self.spent[section] = self.spent.get(section, 0.0) + time.monotonic() - began
@@ -816,6 +818,12 @@ class Execution:
     def _crash(self, index, cell, kind, key, section, label, why, outputs):
         """The kernel is gone (or stuck) while `cell` ran: what it costs, and no more."""
         self._close()
+        if self._left() <= 0:  # the notebook's time is over: nothing more runs
+            self._stop(why)
+            outputs.outputs.append(grader_error("TimeoutError", f"{why}."))
+            if kind == "test":
+                self.report.verdicts[key], self.report.messages[key] = "failed", f"{why}."
+            return
         if kind == "test":
             where = f"while {label} was tested" if label else "during a test"
             self.dead[section] = (f"This test did not run: {why} {where} (in {key}), so the remaining tests of "
@@ -838,7 +846,10 @@ class Execution:
                     f"{self.settings.limits.memory / sandbox.GiB:g} GiB per submission)")
             if text not in self.report.problems:
                 self.report.problems.append(text)
-        if outputs.timed_out and kind != "test":
+        if outputs.timed_out and kind != "test" and self._left() <= 0:
+            self._stop(self._out_of_time())
+            cell.outputs.append(grader_error("TimeoutError", f"This cell was interrupted: {self.stop}."))
+        elif outputs.timed_out and kind != "test":
             text = f"a cell ran past its time limit ({self.settings.cell_timeout:g} s) and was interrupted"
             cell.outputs.append(grader_error("TimeoutError", f"This cell ran past its time limit "
                                                              f"({self.settings.cell_timeout:g} s) and was interrupted."))
@@ -913,6 +924,10 @@ def _death_reason(text, box, settings, kernel=None):
     if usage.get("oom_kills"):
         return (f"the kernel was stopped because it used more than its memory limit "
                 f"({settings.limits.memory / sandbox.GiB:g} GiB)")
+    if kernel is not None and "did not stop" not in text:
+        ending = time.monotonic() + 2  # a process that closed its sockets may take a moment to end
+        while kernel.alive() and time.monotonic() < ending:
+            time.sleep(0.05)
     if kernel is not None and not kernel.alive() and "did not stop" not in text:
         time.sleep(0.2)  # the cgroup counts an out-of-memory kill a moment after the process ends
         if box.usage().get("oom_kills"):

@@ -743,6 +743,8 @@ class Execution:
             self._stop(_death_reason(str(error), self.box, self.settings))
         finally:
             self._close()
+            if self.channel is not None:
+                self.channel.close()
             self.report.usage = self.usage
             self.report.notes += [text for text in dict.fromkeys(self.channel.over_limits)] \
                 if self.channel is not None else []

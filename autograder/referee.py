@@ -95,7 +95,10 @@ class Channel:
         self.test_functions = []  # functions the test cell gave to student code
         self.watched = None  # (arguments, keywords) as the last watched call left them
         self.limits = bounded.Limits()  # for the grader's work done at the student's code's request
-        self.server, self.server_knows = None, 0  # the bounded.Server of this test cell, and its functions
+        # The bounded.Server that computes that work, and what it knows: the test cell it was
+        # forked in (its count of begin()s) and how many of that cell's functions.
+        self.server, self.server_cell, self.server_knows = None, -1, 0
+        self.cells = 0
         self.over_limits = []  # what that work could not finish (shown in the report)
 
     def reconnect(self, sock, interrupt):
@@ -110,13 +113,13 @@ class Channel:
 
     # -- one test cell ---------------------------------------------------------------
     def begin(self, token, deadline):
+        self.cells += 1
         self.token, self.deadline = token, deadline
         self.test_functions = []
         self.interrupted_at, self.ended = None, False
 
     def finish(self):
         """Tell the agent the test cell is over (it may have ended already)."""
-        self._stop_server()
         if self.token is not None and not self.ended:
             try:
                 self._send({"op": "end", "token": self.token}, time.monotonic() + 5)
@@ -195,10 +198,11 @@ class Channel:
         are the student's code's to choose), in this test cell's bounded.Server: a call over
         a limit raises here and fails the student's call, visibly."""
         label = "the test's function" if type(name) is int else f"the grader's reference {name}"
-        if self.server is None or not self.server.alive or (type(name) is int and name >= self.server_knows):
+        stale = type(name) is int and (self.server_cell != self.cells or name >= self.server_knows)
+        if self.server is None or not self.server.alive or stale:
             self._stop_server()  # a function the test made after the fork: a fresh copy knows it
             self.server = bounded.Server(self._resolve_in_child, self.limits)
-            self.server_knows = len(self.test_functions)
+            self.server_cell, self.server_knows = self.cells, len(self.test_functions)
         try:
             return self.server.call(name, args, kwargs, label,
                                     deadline=self.deadline + self.STUCK_AFTER if self.deadline else None)
@@ -216,6 +220,10 @@ class Channel:
         if self.server is not None:
             self.server.close()
         self.server = None
+
+    def close(self):
+        """The notebook is graded: stop what this channel started."""
+        self._stop_server()
 
     # -- frames ------------------------------------------------------------------------
     def _send(self, message, deadline):

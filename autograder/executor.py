@@ -843,7 +843,9 @@ class Execution:
         self.report.problems.append(text)
 
     def _note_limits(self, cell, kind, outputs):
-        if any(o.get("ename") == "MemoryError" for o in cell.outputs):
+        over_limits = self.channel.over_limits if self.channel is not None else []
+        if any(o.get("ename") == "MemoryError" and not any(text in o.get("evalue", "") for text in over_limits)
+               for o in cell.outputs):  # the sandbox's memory, not the grader's limit on a reference
             text = (f"a cell ran out of memory (the memory limit is "
                     f"{self.settings.limits.memory / sandbox.GiB:g} GiB per submission)")
             if text not in self.report.problems:

@@ -464,7 +464,7 @@ def test_page_renders_offline(visit, server, path):
                             f"{facts['displayTypeset']} typeset as display math")
         problems += [f"MathJax error: {e!r}" for e in facts["mathErrors"]]
         problems += [f"display equation {c}" for c in facts["crowded"]]
-        problems += [f"code wider than its column: {line!r}" for line in facts["wideCode"]]
+    problems += [f"code wider than its column: {line!r}" for line in facts["wideCode"]]
     plots = plots_expected(path)
     if plots and facts["outputImages"] < plots:
         problems.append(f"the executed notebook has {plots} plots, the page's cell outputs "

@@ -40,10 +40,11 @@ class Limits:
     seconds: float = 30.0  # wall-clock seconds of one call
 
 
-def _address_space():
+def status_bytes(field):
+    """A size of this process from /proc/self/status, in bytes ("VmSize", "VmRSS"); 0 if absent."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmSize:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -73,7 +74,7 @@ def _serve(sock, resolve, limits):
     """In the forked child: answer calls until the grader closes the socket (never returns)."""
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = _address_space() + limits.memory
+        cap = status_bytes("VmSize") + limits.memory
         resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
         while True:
             body = _read_frame(sock)

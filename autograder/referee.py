@@ -75,7 +75,7 @@ class Channel:
     `fd` is readable. `interrupt()` interrupts the kernel."""
 
     STUCK_AFTER = 10.0  # seconds an interrupted kernel has to answer
-    forked = False  # True in a child of autograder/bounded.py, which must not call the kernel
+    forked = False  # True in a bounded.Server's child, which must not call the kernel
 
     def __init__(self, sock, pump, interrupt, references):
         self.sock = sock
@@ -195,8 +195,9 @@ class Channel:
 
     def _bounded(self, name, args, kwargs):
         """The callback `name` computed within the limits of the grader's work (its arguments
-        are the student's code's to choose), in this test cell's bounded.Server: a call over
-        a limit raises here and fails the student's call, visibly."""
+        are the student's code's to choose), in a bounded.Server: one for the notebook while
+        only references are asked for, a fresh one for a test cell's own functions. A call
+        over a limit raises here and fails the student's call, visibly."""
         label = "the test's function" if type(name) is int else f"the grader's reference {name}"
         stale = type(name) is int and (self.server_cell != self.cells or name >= self.server_knows)
         if self.server is None or not self.server.alive or stale:

@@ -53,6 +53,26 @@ class Submissions(dict):
         return self[name]
 
 
+class GradedBatches(dict):
+    """Each assignment's batch, graded with `python -m autograder grade` the first time a
+    test asks for it, so that `pytest -k ASSIGNMENT` grades that assignment's batch alone.
+    `write(assignment, folder)` writes the batch's submissions into `folder` and returns
+    their paths; the batch's results are indexed by student."""
+
+    def __init__(self, folder_factory, prefix, write):
+        super().__init__()
+        self.folder_factory, self.prefix, self.write = folder_factory, prefix, write
+
+    def __missing__(self, assignment):
+        folder = self.folder_factory.mktemp(f"{self.prefix}-{assignment}")
+        submissions = self.write(assignment, folder / "submitted")
+        code, lines, log = run_autograder("grade", assignment, *submissions, "--out", folder / "grading",
+                                          "--no-progress")
+        assert code == 0, log[-3000:]
+        self[assignment] = by_student(lines)
+        return self[assignment]
+
+
 def _closed_folders(paths):
     """The topmost folders on the way to `paths` that other users may not enter."""
     closed = []

@@ -8,7 +8,7 @@ grade` in one batch per assignment (in parallel), exactly as students' work is.
 import pytest
 
 from autograder import catalogue, paths
-from conftest import by_student, run_autograder
+from conftest import GradedBatches
 
 CATALOGUED = [a for a in paths.assignments() if catalogue.catalogue_path(a).exists()]
 ANSWERS = [(a, answer) for a in CATALOGUED for answer in catalogue.load(a)]
@@ -38,27 +38,12 @@ def own_tests(assignment):
     return catalogue.tests_of(nbformat.read(source, as_version=4))
 
 
-class GradedCatalogues(dict):
-    """Each assignment's catalogue, graded in one batch the first time a test asks for it,
-    so that `pytest -k ASSIGNMENT` grades that assignment's answers alone."""
-
-    def __init__(self, folder_factory):
-        super().__init__()
-        self.folder_factory = folder_factory
-
-    def __missing__(self, assignment):
-        folder = self.folder_factory.mktemp(f"catalogue-{assignment}")
-        submissions = catalogue.write_submissions(assignment, catalogue.load(assignment), folder / "answers")
-        code, lines, log = run_autograder("grade", assignment, *submissions, "--out", folder / "grading",
-                                          "--no-progress")
-        assert code == 0, log[-3000:]
-        self[assignment] = by_student(lines)
-        return self[assignment]
-
-
 @pytest.fixture(scope="module")
 def graded_answers(tmp_path_factory):
-    return GradedCatalogues(tmp_path_factory)
+    def write(assignment, folder):
+        return catalogue.write_submissions(assignment, catalogue.load(assignment), folder)
+
+    return GradedBatches(tmp_path_factory, "catalogue", write)
 
 
 @pytest.mark.parametrize("assignment, answer", ANSWERS, ids=[f"{a}:{answer.id}" for a, answer in ANSWERS])

@@ -115,14 +115,6 @@ def test_a_huge_reference_answer_fails_the_call_visibly(graded):
 
 # -- the bounded call itself --------------------------------------------------------------
 
-def _resident_bytes():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def test_a_bounded_call_returns_values_and_errors():
     limits = bounded.Limits(memory=256 * bounded.MiB, seconds=10)
     value = bounded.call(np.tril, (np.ones((3, 3)),), {}, limits, "tril")
@@ -133,12 +125,12 @@ def test_a_bounded_call_returns_values_and_errors():
 
 def test_a_bounded_call_over_its_memory_fails_within_the_limit():
     limits = bounded.Limits(memory=256 * bounded.MiB, seconds=20)
-    before = _resident_bytes()
+    before = bounded.status_bytes("VmRSS")
     started = time.monotonic()
     with pytest.raises(MemoryError, match="memory limit .256 MiB."):
         bounded.call(np.ones, ((32000, 32000),), {}, limits, "the grader's reference causal_mask")
     assert time.monotonic() - started < 10
-    assert _resident_bytes() - before < 64 * bounded.MiB, "the caller's own memory grew"
+    assert bounded.status_bytes("VmRSS") - before < 64 * bounded.MiB, "the caller's own memory grew"
 
 
 def test_a_bounded_call_over_its_time_is_stopped():

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 
 from autograder import catalogue, paths
-from conftest import Submissions, by_student, run_autograder, student_and_reference
+from conftest import GradedBatches, Submissions, student_and_reference
 
 ATTACKS = Path(__file__).parent / "attacks"
 ASSIGNMENTS = [a for a in paths.assignments() if (ATTACKS / f"{a}.py").exists()]
@@ -67,28 +67,15 @@ def attack_notebooks(assignment):
     return notebooks
 
 
-class Graded(dict):
-    """Each assignment's attacks, graded in one batch the first time a test asks."""
-
-    def __init__(self, folder_factory):
-        super().__init__()
-        self.folder_factory = folder_factory
-
-    def __missing__(self, assignment):
-        folder = self.folder_factory.mktemp(f"attacks-{assignment}")
-        batch = Submissions(folder / "submitted")
-        for name, notebook in attack_notebooks(assignment).items():
-            batch.save(name, notebook)
-        code, lines, log = run_autograder("grade", assignment, *batch.values(), "--out", folder / "grading",
-                                          "--no-progress")
-        assert code == 0, log[-3000:]
-        self[assignment] = by_student(lines)
-        return self[assignment]
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    return Graded(tmp_path_factory)
+    def write(assignment, folder):
+        batch = Submissions(folder)
+        for name, notebook in attack_notebooks(assignment).items():
+            batch.save(name, notebook)
+        return list(batch.values())
+
+    return GradedBatches(tmp_path_factory, "attacks", write)
 
 
 def test_every_assignment_has_its_attacks():

@@ -9,13 +9,14 @@ BIN    := $(VENV)/bin
 # Recreated whenever the pinned requirements or the package metadata change.
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test system-packages release clean-book help
+.PHONY: book test bench system-packages release clean-book help
 
 help:
 	@echo "make book     build the book into _build/html"
 	@echo "make test     build the book and run every test (installs the Debian packages they need as root;"
 	@echo "              otherwise says what to install; SKIP_SYSTEM_PACKAGES=1 runs them without)"
 	@echo "make release  regenerate the student versions from solutions/"
+	@echo "make bench    measure the chapters' stated targets and print met or missed (an idle machine)"
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +36,9 @@ system-packages:
 
 test: system-packages book
 	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
 
 release: $(STAMP)
 	$(BIN)/python -m autograder release

@@ -1,0 +1,32 @@
+"""`make bench`: run every benchmark that states targets and print one table.
+
+    .venv/bin/python -m benchmarks [NAME ...]
+
+Each module below has `targets() -> list[Target]` (see `benchmarks/targets.py`). With
+names, only those modules run. Exits 1 when a target is missed. Run it on an idle
+machine: the numbers are times.
+"""
+
+import importlib
+import sys
+
+from benchmarks.targets import print_table
+
+# Modules of this folder, in chapter order; a chapter adds its own as it lands.
+BENCHMARKS = [
+]
+
+
+def main(names):
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        sys.exit(f"unknown benchmark(s) {unknown}; known: {BENCHMARKS}")
+    targets = []
+    for name in names or BENCHMARKS:
+        module = importlib.import_module(f"benchmarks.{name}")
+        targets += module.targets()
+    return print_table(targets)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

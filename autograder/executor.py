@@ -693,6 +693,8 @@ class Execution:
             self.judge = referee.Referee(self.channel, self.reference)
         else:
             self.channel.reconnect(self.kernel.agent_socket, self.kernel.interrupt)
+        # Memory is measured from the sandbox's cgroup, which a fresh kernel has anew.
+        self.channel.memory_meter = self.box.memory_meter()
 
     def _close(self):
         if self.box is not None:

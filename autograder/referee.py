@@ -100,6 +100,7 @@ class Channel:
         self.server, self.server_cell, self.server_knows = None, -1, 0
         self.cells = 0
         self.over_limits = []  # what that work could not finish (shown in the report)
+        self.memory_meter = None  # the kernel's sandbox.MemoryMeter, set by the executor
 
     def reconnect(self, sock, interrupt):
         """The agent of a fresh kernel (the last one crashed): objects of the old one are gone."""
@@ -336,6 +337,7 @@ def _vector_jacobian_product(reference, args, kwargs, tracked, grads):
 
 
 WATCH_INPUTS = "watch_inputs"
+MEMORY_BEYOND_INPUTS = "memory_beyond_inputs"
 DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                ast.AnnAssign)
 
@@ -368,6 +370,32 @@ def _same(before, after):
     if not isinstance(after, np.ndarray) or after.shape != before.shape or after.dtype != before.dtype:
         return False
     return bool(np.array_equal(before, after, equal_nan=before.dtype.kind in "fc"))
+
+
+def _array_bytes(value, depth=0):
+    """The bytes of the arrays and tensors in `value` (nested tuples, lists, dicts)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if torch.is_tensor(value):
+        return value.element_size() * value.nelement()
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return sum(_array_bytes(item, depth + 1) for item in value)
+    if depth < 4 and isinstance(value, dict):
+        return sum(_array_bytes(item, depth + 1) for item in value.values())
+    return 0
+
+
+def _memory_here(function, args, kwargs):
+    """memory_beyond_inputs for a function of this process (the instructor's own)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = function(*args, **kwargs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return max(0, peak - _array_bytes(result)), result
 
 
 def _watch_here(function, args, kwargs):
@@ -500,6 +528,7 @@ class Referee:
         self.functions = [name for name, is_function in self.graded if is_function]
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}
         self.definitions = ""  # the instructor's imports and definitions so far (for helpers)
+        self.kernel_memory = None  # the notebook's memory_beyond_inputs, run in the kernel
         for name, _ in self.graded:
             self.namespace[name] = Remote(channel, name=name, type_path=f"notebook.{name}", origin=name)
         channel.references = self._reference_functions(source for source, _ in reference_cells)
@@ -534,6 +563,11 @@ class Referee:
                                               helper=True)
             elif name == WATCH_INPUTS and type(value) is types.FunctionType:
                 self.namespace[name] = self.watch_inputs
+            elif name == MEMORY_BEYOND_INPUTS and type(value) is types.FunctionType:
+                # The notebook's own version (tracemalloc), kept for a sandbox without a cgroup.
+                self.kernel_memory = Remote(self.channel, name=name, type_path=f"notebook.{name}", origin=None,
+                                            helper=True)
+                self.namespace[name] = self.memory_beyond_inputs
 
     def watch_inputs(self, function, *args, **kwargs):
         """The grader's `watch_inputs(function, *args, **kwargs) -> (result, changed)`:
@@ -551,6 +585,36 @@ class Referee:
                    if _is_array(value) and not _same(value, arguments[i] if i < len(arguments) else None)]
         changed += [k for k, value in kwargs.items() if _is_array(value) and not _same(value, keywords.get(k))]
         return result, changed
+
+    def memory_beyond_inputs(self, function, *args, **kwargs):
+        """The grader's `memory_beyond_inputs(function, *args, **kwargs) -> (bytes, result)`:
+        how far the sandbox's memory rose during the call, read from its cgroup outside the
+        sandbox (sandbox.MemoryMeter), less the copies of the arguments and of the result
+        that cross (see `crossing`). Student code cannot change that
+        figure, nor reset the counter. Without a cgroup, the notebook's own version runs
+        beside the student's code (tracemalloc there), and the report says so."""
+        if not isinstance(function, Remote):
+            return _memory_here(function, args, kwargs)
+        meter = self.channel.memory_meter
+        if meter is not None:
+            try:
+                meter.start()
+            except (OSError, ValueError):
+                meter = None
+        if meter is None:
+            note = ("memory was measured by tracemalloc in the student's kernel (the sandbox has no memory "
+                    "cgroup whose peak the grader can reset): that figure is the student's to forge")
+            if note not in self.channel.over_limits:
+                self.channel.over_limits.append(note)
+            return self.kernel_memory(function, *args, **kwargs)
+        try:
+            result = function._ask("call", args, kwargs)
+        finally:
+            used = meter.stop()
+        # Each array crosses as up to three copies at once in the kernel: the bytes of its
+        # message, the frame that holds them, and the array itself.
+        crossing = 3 * (_array_bytes(args) + _array_bytes(kwargs) + _array_bytes(result))
+        return max(0, used - crossing), result
 
     def run_test(self, source, key):
         """(passed, error type name, message, what the test printed)."""

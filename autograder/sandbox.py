@@ -283,6 +283,13 @@ class Sandbox:
                 (group / "memory.swap.max").write_text("0")
             (group / "pids.max").write_text(str(self.limits.processes))
 
+    def memory_meter(self):
+        """A MemoryMeter on this sandbox's memory cgroup; None without one."""
+        for group in self.cgroups:
+            if (group / "memory.max_usage_in_bytes").exists() or (group / "memory.peak").exists():
+                return MemoryMeter(group)
+        return None
+
     def usage(self):
         """What the sandbox used: peak memory, out-of-memory kills, refused forks."""
         info = {}
@@ -510,6 +517,49 @@ class Sandbox:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class MemoryMeter:
+    """The peak memory of a sandbox over one interval, read by the grader from its cgroup.
+
+    The counter lives outside the sandbox (no /sys there, and no rights on it): code in the
+    sandbox can neither reset it nor hide from it what any of its processes touches.
+    `start()` resets the peak to the current usage and returns that usage; `stop()` returns
+    how far the peak rose above it, in bytes. Raises OSError where the kernel cannot reset
+    the peak (cgroup v2 before Linux 6.12)."""
+
+    def __init__(self, group):
+        self.group = Path(group)
+        self.v1 = (self.group / "memory.max_usage_in_bytes").exists()
+        self.before, self.fd = 0, None
+
+    def start(self):
+        self.close()
+        if self.v1:
+            # Writing to max_usage_in_bytes sets the peak to the current usage.
+            (self.group / "memory.max_usage_in_bytes").write_text("0")
+            self.before = int((self.group / "memory.usage_in_bytes").read_text())
+        else:
+            # cgroup v2: a write resets the peak seen through this descriptor only.
+            self.fd = os.open(self.group / "memory.peak", os.O_RDWR)
+            os.write(self.fd, b"reset\n")
+            self.before = int((self.group / "memory.current").read_text())
+        return self.before
+
+    def stop(self):
+        try:
+            if self.v1:
+                peak = int((self.group / "memory.max_usage_in_bytes").read_text())
+            else:
+                peak = int(os.pread(self.fd, 64, 0))
+        finally:
+            self.close()
+        return max(0, peak - self.before)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 # Runs first inside the sandbox when the grader is root: make the private folders the

@@ -13,6 +13,10 @@ A catalogue is data, one YAML file per assignment in autograder/catalogues/:
         code: |
           def softmax(x, axis=-1):
               ...
+      - probes: softmax                 # optional: the calls that tell its wrong answers apart
+        setup: |                        # (see autograder/diagnosis.py)
+          x = np.array([[1.0, 2.0], [1000.0, 0.0]])
+        calls: [softmax(x), softmax(x, axis=0)]
 
 Each answer becomes a submission: the student version of the assignment with every
 solution cell filled in from the reference solution, except the one the answer
@@ -58,6 +62,8 @@ def load(assignment, catalogues=paths.CATALOGUES):
         raise ValueError(f"catalogue for {assignment!r} names assignment {data.get('assignment')!r}")
     answers, seen = [], set()
     for entry in data["answers"]:
+        if "probes" in entry:  # the probes of a function (autograder/diagnosis.py), not an answer
+            continue
         answer = Answer(**{**entry, "also": tuple(entry.get("also", ()))})
         if answer.verdict not in VERDICTS:
             raise ValueError(f"{answer.id}: verdict must be one of {VERDICTS}, not {answer.verdict!r}")
@@ -66,6 +72,12 @@ def load(assignment, catalogues=paths.CATALOGUES):
         seen.add(answer.id)
         answers.append(answer)
     return answers
+
+
+def probe_entries(assignment, catalogues=paths.CATALOGUES):
+    """The catalogue's probe entries (`- probes: GRADE_ID`, read by autograder/diagnosis.py)."""
+    data = yaml.safe_load(catalogue_path(assignment, catalogues).read_text())
+    return [entry for entry in data["answers"] if "probes" in entry]
 
 
 def reference_code(source_notebook):

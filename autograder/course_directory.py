@@ -72,12 +72,14 @@ class CourseDirectory:
             handle.write('c.AssignLatePenalties.plugin_class = "autograder.lateness.PercentPerDay"\n'
                          f"c.PercentPerDay.percent_per_day = {float(percent_per_day)!r}\n")
 
-    def configure_feedback(self, show_hidden_tests=False, render_timeout=None, lateness=""):
+    def configure_feedback(self, show_hidden_tests=False, render_timeout=None, lateness="", report_dir=""):
         """Feedback pages (autograder/feedback.py): hidden tests shown in full only with
         show_hidden_tests; render_timeout: seconds per page (None: the exporter's 60);
-        lateness: a sentence on a late submission, shown with the score."""
+        lateness: a sentence on a late submission, shown with the score; report_dir: the
+        grader's reports, whose diagnoses the page's summary shows."""
         lines = [f"c.FeedbackExporter.show_hidden_tests = {bool(show_hidden_tests)!r}",
-                 f"c.FeedbackExporter.lateness = {str(lateness)!r}"]
+                 f"c.FeedbackExporter.lateness = {str(lateness)!r}",
+                 f"c.FeedbackExporter.report_dir = {str(report_dir)!r}"]
         if render_timeout is not None:
             lines.append(f"c.FeedbackExporter.render_timeout = {float(render_timeout)!r}")
         with open(self.root / "nbgrader_config.py", "a") as handle:

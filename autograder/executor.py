@@ -34,7 +34,7 @@ import nbformat
 import zmq
 from jupyter_client.session import Session
 
-from autograder import course_directory, kernel_factory, referee, sandbox
+from autograder import course_directory, diagnosis, kernel_factory, referee, sandbox
 from autograder.assemble import solution_code
 
 AGENT_SOURCE = "\n".join(Path(__file__).with_name(name).read_text() for name in ("codec.py", "agent.py"))
@@ -437,6 +437,7 @@ class Report:
     notes: list = field(default_factory=list)  # what the grader noticed
     problems: list = field(default_factory=list)  # what stopped the notebook (kernel died, time limit...)
     usage: dict = field(default_factory=dict)
+    probed: dict = field(default_factory=dict)  # function -> its probes' values (autograder/diagnosis.py)
 
 
 BOOTSTRAP = """\
@@ -652,6 +653,8 @@ class Execution:
     function's tests; the next function's tests run in a fresh kernel where the notebook's
     other cells have run again (at most MAX_RESTARTS times)."""
 
+    probes = {}  # grade_id -> diagnosis.Probes: run after the cells for functions that lost points
+
     def __init__(self, notebook, isolation, settings, reference, slot, home_files, name):
         self.notebook, self.isolation, self.settings = notebook, isolation, settings
         self.reference, self.slot, self.home_files, self.name = reference, slot, home_files, name
@@ -741,6 +744,8 @@ class Execution:
             for index, cell, kind in self.plan:
                 if kind:
                     self._cell(index, cell, kind)
+            if self.probes:  # what each function that lost points does on its probes
+                self.report.probed = diagnosis.probe_submission(self, self.probes)
         except KernelDied as error:  # no kernel could be started
             self._stop(_death_reason(str(error), self.box, self.settings))
         finally:
@@ -863,13 +868,17 @@ class Execution:
                 self.report.problems.append(text)
 
 
-def execute_notebook(notebook, isolation, settings, reference, slot=0, home_files=None, name="submission"):
+def execute_notebook(notebook, isolation, settings, reference, slot=0, home_files=None, name="submission",
+                     probes=None):
     """Execute `notebook` in place, student cells in a sandboxed kernel; return a Report.
 
     `notebook` must come from the trusted assembly (autograder/assemble.py): its nbgrader
     metadata says which cells are the instructor's. `reference` is `reference_cells()` of
-    the instructor's notebook."""
-    return Execution(notebook, isolation, settings, reference, slot, home_files, name).run()
+    the instructor's notebook; `probes` (grade_id -> diagnosis.Probes) run for the functions
+    that lose points."""
+    execution = Execution(notebook, isolation, settings, reference, slot, home_files, name)
+    execution.probes = probes or {}
+    return execution.run()
 
 
 def run_test(kernel, channel, judge, source, key, timeout, outputs):

@@ -65,6 +65,8 @@ class Result:
     submitted: str = ""  # when, as nbgrader's exchange recorded it (ISO 8601, UTC), if known
     seconds_late: float = 0.0  # past the student's due date (extension included)
     terms: str = ""  # the due date, extension and penalty rule it was graded under
+    diagnoses: dict = field(default_factory=dict)  # function -> id of the catalogued mistake it behaves like
+    unknown_mistakes: dict = field(default_factory=dict)  # function -> {"behaviour", "code"}: matched none
 
     def line(self):
         return json.dumps(asdict(self), sort_keys=True)
@@ -293,6 +295,8 @@ class Grader:
                     result.flags.append("no time of submission (a notebook or a zip carries none; nbgrader's "
                                         "exchange records one): lateness not judged")
                 result.messages = answer.get("messages", {})
+                result.diagnoses = answer.get("diagnoses", {})
+                result.unknown_mistakes = answer.get("unknown_mistakes", {})
                 result.problems = answer["problems"]
                 result.status = "graded"
                 result.message = self._summary(result)
@@ -313,6 +317,8 @@ class Grader:
     def _summary(self, result):
         failed = [name for name, (score, top) in result.tests.items() if score < top]
         text = "all tests passed" if not failed else "tests that lost points: " + ", ".join(failed)
+        if result.diagnoses:
+            text += ". Behaves like: " + ", ".join(f"{f}: {i}" for f, i in sorted(result.diagnoses.items()))
         if result.seconds_late > 0:
             text += ". " + lateness.lateness_message(result.seconds_late, result.penalty, self.percent_per_day)
         if result.problems:

@@ -17,7 +17,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
-from autograder import executor, sandbox
+from autograder import diagnosis, executor, sandbox
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -43,9 +43,20 @@ class SandboxedExecute(NbGraderPreprocessor):
             home = {p.name: p.read_bytes() for p in sorted(Path(self.home_dir).iterdir()) if p.is_file()}
         name = resources.get("unique_key", "notebook")
         source = nbformat.read(Path(self.source_dir) / f"{name}.ipynb", as_version=4)
-        report = executor.execute_notebook(nb, isolation, settings, executor.reference_cells(source),
-                                           slot=self.slot, home_files=home, name=str(name)[:40])
+        reference = executor.reference_cells(source)
+        assignment = Path(self.source_dir).name
+        try:
+            probes = diagnosis.load_probes(assignment)
+        except Exception as error:  # a catalogue that cannot be read: graded without diagnosis
+            self.log.warning("the probes of %s could not be read: %s", assignment, error)
+            probes = {}
+        report = executor.execute_notebook(nb, isolation, settings, reference, slot=self.slot, home_files=home,
+                                           name=str(name)[:40], probes=probes)
+        # The diagnosis, here, where no student code runs: what the probes gave against what
+        # the catalogue's wrong answers give (never a verdict: scores are already decided).
+        diagnosed = diagnosis.diagnose(assignment, reference, report.probed)
         if self.report_dir:
             Path(self.report_dir).mkdir(parents=True, exist_ok=True)
-            (Path(self.report_dir) / f"{name}.json").write_text(json.dumps(report.__dict__))
+            (Path(self.report_dir) / f"{name}.json").write_text(json.dumps({**report.__dict__,
+                                                                           "diagnosed": diagnosed}))
         return nb, resources

@@ -14,7 +14,8 @@ A task: {"template": course directory whose gradebook knows the assignment,
          "lateness": {"timestamp", "due" (ISO 8601 or null; the student's extension
          included), "percent_per_day"}}
 A result: {"student", "score" (before any late penalty), "max_score", "penalty",
-           "seconds_late", "tests": {cell: [score, max]}, "verdicts", "notes",
+           "seconds_late", "tests": {cell: [score, max]}, "verdicts", "notes", "diagnoses",
+           "unknown_mistakes",
            "problems", "feedback": [html paths], "db": gradebook path}
            or {"student", "error": message}
 """
@@ -52,7 +53,7 @@ def grade(task):
     lateness = task.get("lateness") or {}
     course.configure_lateness(lateness.get("percent_per_day", 0.0))
     course.configure_feedback(show_hidden_tests=task.get("feedback_hidden_tests", False),
-                              lateness=lateness_note(lateness))
+                              lateness=lateness_note(lateness), report_dir=str(work / "reports"))
     folder = work / "submitted" / student / assignment
     folder.mkdir(parents=True)
     if lateness.get("timestamp"):  # read by nbgrader's autograde, as from its exchange
@@ -100,16 +101,39 @@ def grade(task):
         if (got > 0) != (verdicts.get(name) == "passed"):
             raise RuntimeError(f"internal inconsistency: nbgrader gave {name} {got:g} of {top:g} points, "
                                f"but the test {verdicts.get(name, 'did not run')}")
+    diagnoses, unknown = _diagnoses(reports, {name: folder / name for name in task["notebooks"]})
     feedback = sorted(str(p) for p in (work / "feedback" / student / assignment).glob("*.html"))
     return {
         "student": student, "score": score, "max_score": max_score, "penalty": penalty,
         "seconds_late": seconds_late, "tests": tests, "verdicts": verdicts,
-        "messages": messages,
+        "messages": messages, "diagnoses": diagnoses, "unknown_mistakes": unknown,
         "notes": notes + [n for r in reports.values() for n in r["notes"]],
         "problems": [p for r in reports.values() for p in r["problems"]],
         "usage": {k: v for r in reports.values() for k, v in r["usage"].items()},
         "feedback": feedback, "db": str(course.db_path),
     }
+
+
+def _diagnoses(reports, notebooks):
+    """({function: id of the catalogued mistake it behaves like}, {function: {"behaviour": its
+    probes' values, "code": the answer, anonymized}} for the functions that lost points and
+    behave like no catalogued mistake): what the class report (autograder/report.py) reads."""
+    from autograder.diagnosis import anonymized
+
+    diagnoses, unknown = {}, {}
+    for name, report in reports.items():
+        diagnosed = report.get("diagnosed", {})
+        diagnoses.update({function: found["id"] for function, found in diagnosed.items()})
+        probed = {f: values for f, values in report.get("probed", {}).items() if f not in diagnosed}
+        if not probed or name not in notebooks:
+            continue
+        answers = {}
+        for cell in nbformat.read(notebooks[name], as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("solution") and meta.get("grade_id") in probed:
+                answers[meta["grade_id"]] = anonymized(cell.source)
+        unknown.update({f: {"behaviour": values, "code": answers.get(f, "")} for f, values in probed.items()})
+    return diagnoses, unknown
 
 
 def main():

@@ -7,7 +7,7 @@ grade` in one batch per assignment (in parallel), exactly as students' work is.
 
 import pytest
 
-from autograder import catalogue, paths
+from autograder import catalogue, diagnosis, paths
 from conftest import GradedBatches
 
 CATALOGUED = [a for a in paths.assignments() if catalogue.catalogue_path(a).exists()]
@@ -56,6 +56,20 @@ def test_known_answer_gets_its_verdict(graded_answers, assignment, answer):
     else:
         assert result["score"] == result["max_score"], (
             f"right answer {answer.id!r} ({answer.explanation}) lost points: {result['message']}")
+
+
+@pytest.mark.parametrize("assignment, answer", ANSWERS, ids=[f"{a}:{answer.id}" for a, answer in ANSWERS])
+def test_known_answer_is_diagnosed_as_itself(graded_answers, assignment, answer):
+    """A catalogued wrong answer is named, by its own id, for its own function and no other;
+    a right answer is named for nothing (autograder/diagnosis.py)."""
+    result = graded_answers[assignment][answer.id]
+    if answer.verdict == "right" or answer.function not in diagnosis.load_probes(assignment):
+        assert result["diagnoses"] == {}, f"right answer {answer.id!r} was labelled {result['diagnoses']}"
+        return
+    same = {b for a, b in diagnosis.load_probes(assignment)[answer.function].same if a == answer.id}
+    same |= {a for a, b in diagnosis.load_probes(assignment)[answer.function].same if b == answer.id}
+    assert set(result["diagnoses"]) == {answer.function} and result["diagnoses"][answer.function] in \
+        {answer.id} | same, f"{answer.id} ({answer.explanation}) was diagnosed as {result['diagnoses']}"
 
 
 @pytest.mark.parametrize("assignment", CATALOGUED)

@@ -11,9 +11,15 @@ the lesson loads. Run from the repository root:
 
     .venv/bin/python book/05_positional_encoding/extrapolation_experiment.py
 
-It prints its running time (one to two minutes on two busy CPU cores; it uses one thread).
+For RoPE it then tries two ways of reaching longer contexts on the trained models
+(long_context): position interpolation (positions divided by n / TRAIN_LENGTH, Chen et
+al. 2023) and NTK-aware base scaling (base multiplied by s ** (d / (d - 2)), s = n /
+TRAIN_LENGTH), each as trained and after a short fine-tune at length n.
+
+It prints its running time (about two minutes on two busy CPU cores; it uses one thread).
 """
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -32,6 +38,9 @@ STEPS = 600
 BATCH = 64
 SEEDS = (0, 1, 2)
 ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
+LONG_LENGTHS = (64, 128)  # where the RoPE models are tried with a new base or positions
+FINE_TUNE_STEPS = 50
+FINE_TUNE_RATE = 1e-3
 RESULTS = Path(__file__).with_name("extrapolation_results.json")
 
 
@@ -47,20 +56,51 @@ def accuracy_by_position(model, n, generator, size=512):
     return (predicted[:, 1:] == tokens[:, :-1]).float().mean(dim=0)  # (n - 1,)
 
 
-def train(encoding, seed):
-    torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
-    model = OneLayerModel(encoding, VOCABULARY, D_MODEL, N_HEADS, max_length=max(TEST_LENGTHS))
-    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(STEPS):
-        tokens = batch_of(TRAIN_LENGTH, generator)
+def fit(model, n, steps, learning_rate, generator):
+    """Adam on the previous-token loss, `steps` batches of sequences of n tokens."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    for _ in range(steps):
+        tokens = batch_of(n, generator)
         logits = model(tokens)
         loss = nn.functional.cross_entropy(logits[:, 1:].reshape(-1, VOCABULARY), tokens[:, :-1].reshape(-1))
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
+
+
+def train(encoding, seed):
+    """The trained model, and its accuracy at each position for every test length."""
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = OneLayerModel(encoding, VOCABULARY, D_MODEL, N_HEADS, max_length=max(TEST_LENGTHS))
+    fit(model, TRAIN_LENGTH, STEPS, 3e-3, generator)
     evaluation = torch.Generator().manual_seed(1000 + seed)
-    return {n: accuracy_by_position(model, n, evaluation) for n in TEST_LENGTHS}
+    return model, {n: accuracy_by_position(model, n, evaluation) for n in TEST_LENGTHS}
+
+
+def long_context(model, seed):
+    """Accuracy of a trained RoPE model at each length of LONG_LENGTHS: as trained, with
+    interpolated positions, with the NTK-aware base; each also after a short fine-tune."""
+    d_head = D_MODEL // N_HEADS
+    found = {}
+    for n in LONG_LENGTHS:
+        scale = n / TRAIN_LENGTH
+        variants = {  # (base, positions divided by)
+            "plain": (10000.0, 1.0),
+            "interpolated": (10000.0, scale),
+            "ntk_base": (10000.0 * scale ** (d_head / (d_head - 2)), 1.0),
+        }
+        for name, (base, divisor) in variants.items():
+            for tuned in (False, True):
+                variant = copy.deepcopy(model)
+                variant.rope_base, variant.rope_scale = base, divisor
+                if tuned:
+                    generator = torch.Generator().manual_seed(2000 + seed)
+                    fit(variant, n, FINE_TUNE_STEPS, FINE_TUNE_RATE, generator)
+                evaluation = torch.Generator().manual_seed(3000 + seed)
+                accuracy = accuracy_by_position(variant, n, evaluation).mean().item()
+                found[f"{name}{'_tuned' if tuned else ''}/{n}"] = round(accuracy, 4)
+    return found
 
 
 def main():
@@ -69,7 +109,12 @@ def main():
     results, by_position = {}, {}
     longest = max(TEST_LENGTHS)
     for encoding in ENCODINGS:
-        runs = [train(encoding, seed) for seed in SEEDS]
+        models, runs = zip(*[train(encoding, seed) for seed in SEEDS])
+        if encoding == "rope":
+            long_runs = [long_context(model, seed) for model, seed in zip(models, SEEDS)]
+            long = {key: [run[key] for run in long_runs] for key in long_runs[0]}
+            for key, values in long.items():
+                print(f"{'rope, ' + key:>30}  {sum(values) / len(values):.3f}", flush=True)
         results[encoding] = {str(n): [round(run[n].mean().item(), 4) for run in runs] for n in TEST_LENGTHS}
         # accuracy at each position of the longest sequences, averaged over the seeds
         averaged = torch.stack([run[longest] for run in runs]).mean(dim=0)  # (longest - 1,)
@@ -84,6 +129,8 @@ def main():
         "steps": STEPS, "batch": BATCH, "seeds": list(SEEDS),
         "accuracy": results,
         "accuracy_by_position": {"length": longest, "positions": list(range(1, longest)), **by_position},
+        "rope_long_context": {"fine_tune_steps": FINE_TUNE_STEPS, "fine_tune_rate": FINE_TUNE_RATE,
+                              "accuracy": long},
         "seconds": {"wall": round(wall, 1), "cpu": round(cpu, 1)},
     }
     RESULTS.write_text(json.dumps(record, indent=1) + "\n")

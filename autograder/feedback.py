@@ -30,10 +30,13 @@ images and make cells focusable: half the time of a feedback page. This exporter
 the same changes to the same generated markup with patterns.
 """
 
+import base64
 import contextlib
 import copy
 import functools
+import hashlib
 import html
+import json
 import re
 import signal
 import threading
@@ -47,11 +50,14 @@ from nbconvert.filters.ansi import ansi2html
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from pathlib import Path
+
 from traitlets import Bool, Float, Unicode
 
-from autograder import assemble
+from autograder import assemble, summary
 
 _IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)")
+_ICON_FONT = re.compile(r"@font-face\s*\{font-family:\s*['\"]Glyphicons Halflings['\"][^}]*\}")
 _FOCUSABLE = re.compile(r'(<div class="[^"]*\bjp-(?:Cell-inputWrapper|OutputArea-output)\b[^"]*")(?![^>]*tabindex)')
 
 HIDDEN_TESTS_NOTE = "# (hidden tests: not shown)"
@@ -245,6 +251,47 @@ class FeedbackExporter(HTMLExporter):
                    "only (SIGALRM).").tag(config=True)
     lateness = Unicode("", help="A sentence on a late submission (how late, the rule), shown with "
                                 "the score").tag(config=True)
+    report_dir = Unicode("", help="Where the grader's reports (NOTEBOOK.json) are: the diagnoses the "
+                                  "summary shows (autograder/diagnosis.py)").tag(config=True)
+    typeset_math = Bool(True, help="Typeset the page's math with the book's MathJax, the one script the "
+                                   "page runs").tag(config=True)
+
+    def __init__(self, **kwargs):
+        # The student's page (autograder/templates/student_feedback), on nbgrader's `feedback`.
+        import nbgrader
+
+        nbgrader_templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+        kwargs.setdefault("template_name", "student_feedback")
+        kwargs.setdefault("extra_template_basedirs", [str(TEMPLATES), str(nbgrader_templates)])
+        # where `feedback/index.html.j2` (which the page extends) and bootstrap.min.css are found
+        config = kwargs.get("config") or getattr(kwargs.get("parent"), "config", None)
+        given = list(config.HTMLExporter.get("extra_template_paths", [])) if config is not None else []
+        bootstrap = nbgrader_templates.parent / "static" / "node_modules" / "bootstrap" / "dist" / "css"
+        kwargs.setdefault("extra_template_paths", given + [str(bootstrap), str(nbgrader_templates)])
+        super().__init__(**kwargs)
+
+    def _diagnosed(self, resources):
+        """function -> {"id", "explanation"}: what the grader's report says each function behaves like."""
+        name = str(resources.get("nbgrader", {}).get("notebook", ""))
+        if not (self.report_dir and name):
+            return {}
+        try:
+            report = json.loads((Path(self.report_dir) / f"{name}.json").read_text())
+            diagnosed = report.get("diagnosed", {})
+            return diagnosed if isinstance(diagnosed, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _summarize(self, nb, resources):
+        """The template's filter `summarize`: the summary table's rows, and each test cell's
+        outcome for its heading (in resources["test_outcomes"]). Called by the template, after
+        nbgrader's GetGrades has put each test's score in the notebook."""
+        functions = summary.functions(nb, summary.graded_outcome, self._diagnosed(resources))
+        resources["test_outcomes"] = {test.name: {"status": test.status, "message": test.message,
+                                                  "function": function.name}
+                                      for function in functions for test in function.tests}
+        resources["lateness"] = self.lateness
+        return functions
 
     def _init_resources(self, resources):
         resources = super()._init_resources(resources)
@@ -319,12 +366,12 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("highlight_code", bounded_highlight)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+        self.register_filter("summarize", self._summarize)
         page, resources = TemplateExporter.from_notebook_node(self, self._feedback_notebook(nb), resources, **kw)
         page = _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page)
         page = _FOCUSABLE.sub(r'\1 tabindex="0"', page)
-        if self.lateness:  # beside nbgrader's "Late submission penalty": how late, and the rule
-            page = page.replace("</ol>", f'<li class="lateness">{html.escape(self.lateness)}</li></ol>', 1)
-        return _secure_page(page), resources
+        page = _ICON_FONT.sub("", page)  # bootstrap's icon font: a file the page may not load (and no icon is used)
+        return _secure_page(page, self.typeset_math), resources
 
     def from_notebook_node(self, nb, resources=None, **kw):
         resources = self._init_resources(resources)
@@ -366,17 +413,57 @@ def _time_limit(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _secure_page(page):
-    """The page without the template's scripts (MathJax from a CDN), with a CSP."""
+TEMPLATES = Path(__file__).with_name("templates")
+
+# The book's MathJax 3 (the pinned sphinx-mathjax-offline package), inlined: its SVG output
+# needs no font files. No menu, no extension loaded later: nothing is fetched.
+MATHJAX_CONFIG = """window.MathJax = {
+  tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+        processEscapes: true, packages: {"[-]": ["autoload", "require", "html"]}},
+  svg: {fontCache: "global"},
+  options: {enableMenu: false, skipHtmlTags: ["script", "noscript", "style", "textarea", "pre", "code"]},
+  loader: {load: []}
+};"""
+
+
+@functools.lru_cache(maxsize=1)
+def mathjax_scripts():
+    """(the two inline scripts that typeset a page's math, their CSP sources), or None
+    where the book's MathJax is not installed (the math then stays TeX source)."""
+    from importlib import metadata
+
+    try:
+        path = Path(metadata.distribution("sphinx-mathjax-offline").locate_file(
+            "sphinx-mathjax-offline/static/mathjax/tex-svg.js"))
+        code = path.read_text(encoding="utf-8")
+    except (metadata.PackageNotFoundError, OSError):
+        return None
+    scripts = [MATHJAX_CONFIG, code.replace("</script", "<\\/script")]
+    hashes = " ".join("'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'"
+                      for s in scripts)
+    return "".join(f"<script>{s}</script>\n" for s in scripts), hashes
+
+
+def _secure_page(page, typeset_math=False):
+    """The page without the template's scripts (MathJax from a CDN), with a CSP; with
+    `typeset_math`, the book's MathJax added at the end of the body, the only script that
+    the CSP lets run (by its hash)."""
     body = re.search(r"<body\b", page, re.IGNORECASE)
     head, rest = (page[:body.start()], page[body.start():]) if body else (page, "")
     head = re.sub(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", "", head, flags=re.DOTALL)
     head = re.sub(r"<script\b.*?</script\s*>", "", head, flags=re.DOTALL | re.IGNORECASE)
+    policy = _CSP_META
+    mathjax = mathjax_scripts() if typeset_math else None
+    if mathjax is not None:
+        scripts, hashes = mathjax
+        policy = _CSP_META.replace("script-src 'none'", f"script-src {hashes}")
+        closing = rest.lower().rfind("</body>")
+        rest = rest[:closing] + scripts + rest[closing:] if closing >= 0 else rest + scripts
     opening = re.search(r"<head\b[^>]*>", head, re.IGNORECASE)
     if opening:
-        head = head[:opening.end()] + "\n" + _CSP_META + head[opening.end():]
+        head = head[:opening.end()] + "\n" + policy + head[opening.end():]
     else:
-        head = _CSP_META + head
+        head = policy + head
     return head + rest
 
 

@@ -3,7 +3,9 @@ nbgrader's GenerateFeedback renders them (its template and exporter config), wit
 grading run: no hidden test source, nothing from the submission that runs in a browser,
 a Content-Security-Policy, and a short page instead when rendering takes too long."""
 
+import html
 import html.parser
+import json
 import os
 import re
 import signal
@@ -181,7 +183,18 @@ def test_a_failed_test_shows_its_message_without_traceback(page):
     assert "----&gt; 3" not in page
 
 
+def without_mathjax(page):
+    """The page without the book's MathJax (the exporter's own scripts, allowed by hash):
+    the rest must hold no script at all."""
+    scripts, hashes = feedback.mathjax_scripts()
+    assert page.count(scripts) == 1, "the book's MathJax, once, at the end of the body"
+    assert page.index(scripts) > page.index("<body")
+    assert f"script-src {hashes};" in page
+    return page.replace(scripts, "")
+
+
 def assert_no_active_markup(page):
+    page = without_mathjax(page)
     assert "<script" not in page.lower()
     # in a tag (as text, escaped, "onerror=" is harmless: an unquoted attribute makes
     # the markdown parser escape a whole tag)
@@ -222,7 +235,7 @@ def test_harmless_content_is_kept(page):
     assert "[application/javascript output: not shown in feedback]" in page
     assert "<th>TABLE_HEADER_KEPT</th>" in page and "<details>" in page
     assert 'style="color: red;"' in page
-    assert "Grade cell: <code>test_answer</code>" in page
+    assert "Test <code>test_answer</code>" in page
     # what nbconvert's exporter adds, done here with patterns
     assert 'alt="No description has been provided for this image"' in page
 
@@ -231,7 +244,10 @@ def test_the_page_forbids_scripts(page):
     metas = [attrs for tag, attrs in Elements(page).tags if tag == "meta" and "http-equiv" in attrs]
     assert [m["http-equiv"] for m in metas] == ["Content-Security-Policy"]
     policy = metas[0]["content"]
-    assert "script-src 'none'" in policy and "default-src 'none'" in policy
+    # scripts: the book's MathJax only, named by the hashes of its two inline scripts
+    sources = re.search(r"script-src ([^;]*);", policy).group(1).split()
+    assert len(sources) == 2 and all(re.fullmatch(r"'sha256-[A-Za-z0-9+/=]{44}'", s) for s in sources), sources
+    assert "default-src 'none'" in policy and "unsafe-eval" not in policy
     head = page[:page.index("<body")]
     assert head.index("Content-Security-Policy") < head.index("<style")
 
@@ -241,7 +257,7 @@ def test_hidden_tests_shown_when_the_instructor_asks():
     assert HIDDEN_MARKER in page
     assert "Traceback (most recent call last)" in page
     assert "(hidden tests: not shown)" not in page
-    assert "<script" not in page.lower()  # still sanitized
+    assert "<script" not in without_mathjax(page).lower()  # still sanitized
 
 
 def test_configure_feedback_reaches_the_exporter(tmp_path):
@@ -251,7 +267,7 @@ def test_configure_feedback_reaches_the_exporter(tmp_path):
     converter = GenerateFeedback(coursedir=NbCourseDirectory(config=config), config=config)
     exporter = FeedbackExporter(parent=converter, config=converter.config)  # as nbgrader makes it
     assert exporter.show_hidden_tests is True and exporter.render_timeout == 7
-    assert exporter.template_name == "feedback"
+    assert exporter.template_name == "student_feedback"
     assert FeedbackExporter().show_hidden_tests is False
 
 
@@ -293,7 +309,7 @@ def test_outside_the_main_thread_the_page_renders_without_limit():
     worker = threading.Thread(target=lambda: pages.append(render(render_timeout=1)))
     worker.start()
     worker.join(60)
-    assert len(pages) == 1 and "Grade cell: <code>test_answer</code>" in pages[0] and HIDDEN_MARKER not in pages[0]
+    assert len(pages) == 1 and "Test <code>test_answer</code>" in pages[0] and HIDDEN_MARKER not in pages[0]
 
 
 def hostile_sizes_notebook():
@@ -324,7 +340,7 @@ def test_content_too_costly_to_render_is_shown_as_text_within_the_time_limit():
     assert "could not be rendered" not in page, "rendered without needing the time limit"
     assert seconds < 30, seconds  # about 2.5 s on two shared cores; 150 s or more before the bounds
     assert_no_active_markup(page)
-    assert "Grade cell: <code>test_answer</code>" in page and HIDDEN_MARKER not in page
+    assert "Test <code>test_answer</code>" in page and HIDDEN_MARKER not in page
     # too large or too many tags: the beginning, escaped, and a note
     assert re.search(r"\[markdown of 24\d{4} characters not rendered in feedback", page)
     assert re.search(r"\[HTML of 10\d{4} characters not rendered in feedback", page)
@@ -363,8 +379,34 @@ def test_in_a_browser_nothing_fires(page):
                 tab.goto(path.as_uri())
                 tab.wait_for_timeout(300)
                 assert dialogs == [] and errors == [], (name, dialogs, errors)
-                assert tab.title() == "answer"
-                assert "Grade cell: test_answer" in tab.inner_text("body")
+                assert tab.title() == "answer: feedback"
+                assert "Test test_answer" in tab.inner_text("body")
                 tab.close()
         finally:
             browser.close()
+
+
+def test_the_page_opens_with_a_summary_of_each_graded_function(tmp_path):
+    """A table before the notebook: each graded function with its points, each failed test
+    named with its message, and the known mistake that the grader's report names."""
+    (tmp_path / "answer.json").write_text(json.dumps({"diagnosed": {"answer": {
+        "id": "answer-adds-two", "explanation": "Adds 2 instead of doubling; multiply by 2."}}}))
+    page = render(report_dir=str(tmp_path))
+    body = page[page.index("<body"):]
+    table = body[body.index('<table class="summary">'):body.index("</table>")]
+    assert body.index('<table class="summary">') < body.index("Student's answer")
+    assert "<code>answer</code>" in table and "1 / 3" in table
+    assert f"<code>test_answer</code></a>:" in table and html.escape(f"AssertionError: {FAILURE_MESSAGE}") in table
+    assert "test_visible_only" not in table  # it passed
+    assert ("Your `answer` behaves like a known mistake (answer-adds-two): Adds 2 instead of doubling; "
+            "multiply by 2.") in table
+    # each test cell is named, its outcome and message beside its name
+    heading = body[body.index('<a id="test_answer">'):body.index('<div class="panel-body">',
+                                                                 body.index('<a id="test_answer">'))]
+    assert "Test <code>test_answer</code>" in heading and "failed" in heading
+    assert html.escape(FAILURE_MESSAGE) in heading and "0 / 2 points" in heading
+    # no report, or a function with full marks: no label
+    assert "behaves like" not in render()
+    (tmp_path / "answer.json").write_text(json.dumps({"diagnosed": {"test_visible_only": {
+        "id": "x", "explanation": "y"}}}))
+    assert "behaves like" not in render(report_dir=str(tmp_path))

@@ -172,6 +172,9 @@ class Channel:
                 kwargs = message.get("kwargs") or {}
                 if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
                     raise TypeError("malformed arguments")
+                calls = getattr(self._resolve(name), RECORDED_CALLS, None) if type(name) is int else None
+                if type(calls) is list:  # a record_calls function: written down here, out of the kernel's reach
+                    calls.append((tuple(args), dict(kwargs)))
                 reply["value"] = self._bounded(name, args, kwargs)
             except Exception as error:
                 reply["error"] = error
@@ -337,6 +340,8 @@ def _vector_jacobian_product(reference, args, kwargs, tracked, grads):
 
 
 WATCH_INPUTS = "watch_inputs"
+RECORD_CALLS = "record_calls"
+RECORDED_CALLS = "_grader_recorded_calls"  # the list of calls a record_calls function keeps
 MEMORY_BEYOND_INPUTS = "memory_beyond_inputs"
 DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                ast.AnnAssign)
@@ -563,6 +568,8 @@ class Referee:
                                               helper=True)
             elif name == WATCH_INPUTS and type(value) is types.FunctionType:
                 self.namespace[name] = self.watch_inputs
+            elif name == RECORD_CALLS and type(value) is types.FunctionType:
+                self.namespace[name] = self.record_calls
             elif name == MEMORY_BEYOND_INPUTS and type(value) is types.FunctionType:
                 # The notebook's own version (tracemalloc), kept for a sandbox without a cgroup.
                 self.kernel_memory = Remote(self.channel, name=name, type_path=f"notebook.{name}", origin=None,
@@ -615,6 +622,23 @@ class Referee:
         # message, the frame that holds them, and the array itself.
         crossing = 3 * (_array_bytes(args) + _array_bytes(kwargs) + _array_bytes(result))
         return max(0, used - crossing), result
+
+    @staticmethod
+    def record_calls(function):
+        """The grader's `record_calls(function) -> (recorded, calls)`: `recorded` is `function`,
+        and `calls` lists the (args, kwargs) of each call of it, in order. A call from the
+        student's code is written down by the Channel in this process, from the values the
+        kernel sent, before the bounded child runs `function`: what the student's code fed a
+        test's function is evidence the kernel cannot rewrite afterwards."""
+        calls = []
+
+        def recorded(*args, **kwargs):
+            if not Channel.forked:  # the test's own call (the kernel's are written down by the Channel)
+                calls.append((args, kwargs))
+            return function(*args, **kwargs)
+
+        setattr(recorded, RECORDED_CALLS, calls)
+        return recorded, calls
 
     def run_test(self, source, key):
         """(passed, error type name, message, what the test printed)."""

@@ -14,6 +14,7 @@ import nbformat
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
 
+from autograder import summary
 from autograder.course_directory import KERNEL_ENV
 
 
@@ -43,8 +44,15 @@ def _error_text(cell):
     return ""
 
 
+class Validation(list):
+    """[(test name, status, points, message)], and `functions`: the summary of each graded
+    function (autograder/summary.py), as the feedback page shows it."""
+
+    functions = ()
+
+
 def validate(path, timeout=120):
-    """Execute the notebook; return [(test name, status, points, message)]."""
+    """Execute the notebook; return a Validation: [(test name, status, points, message)]."""
     path = Path(path)
     notebook = nbformat.read(path, as_version=4)
     previous = {key: os.environ.get(key) for key in KERNEL_ENV}
@@ -58,7 +66,8 @@ def validate(path, timeout=120):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    report = []
+    report = Validation()
+    outcomes = {}
     for cell in notebook.cells:
         if not is_grade(cell) or cell.cell_type != "code":
             continue
@@ -66,14 +75,24 @@ def validate(path, timeout=120):
         points = float(cell.metadata.nbgrader.get("points", 0))
         if not _has_visible_checks(cell.source):
             report.append((name, "hidden", points, _first_line(cell.source)))
+            outcomes[name] = ("hidden", 0.0, "")
             continue
         failed = any(output.output_type == "error" for output in cell.get("outputs", []))
         status = "fail" if failed else "pass"
         report.append((name, status, points, _error_text(cell) if status == "fail" else _first_line(cell.source)))
+        outcomes[name] = ("failed", 0.0, _error_text(cell).rstrip(": ")) if failed else ("passed", points, "")
+    report.functions = summary.functions(
+        notebook, lambda cell: outcomes.get(cell.metadata.nbgrader.get("grade_id", "?"), ("hidden", 0.0, "")))
     return report
 
 
 def print_report(report, emit=print):
+    functions = getattr(report, "functions", ())
+    if functions:
+        emit("Summary (visible tests; the hidden ones run when your work is graded):")
+        for line in summary.as_text(functions):
+            emit("  " + line)
+        emit("")
     marks = {"pass": "PASS  ", "fail": "FAIL  ", "hidden": "HIDDEN"}
     for name, status, points, message in report:
         emit(f"{marks[status]} {name} ({points:g} point{'s' if points != 1 else ''}): {message}")
@@ -81,7 +100,9 @@ def print_report(report, emit=print):
     hidden = [r for r in report if r[1] == "hidden"]
     emit("")
     if failed:
-        emit(f"{len(failed)} visible test(s) fail. Fix them before you submit.")
+        names = [f.name for f in functions if f.failed]
+        where = f" (in {', '.join(names)})" if names else ""
+        emit(f"{len(failed)} visible test(s) fail{where}. Fix them before you submit.")
     else:
         emit("Every visible test passes.")
     if hidden:

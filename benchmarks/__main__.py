@@ -14,7 +14,7 @@ from benchmarks.targets import print_table
 
 # Modules of this folder, in chapter order; a chapter adds its own as it lands.
 BENCHMARKS = [
-    "efficient_attention",
+    "kv_cache",
 ]
 
 

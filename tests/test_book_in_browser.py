@@ -8,6 +8,8 @@ every HTML page of it is opened in Debian's Chromium, driven by playwright's syn
 * every image loads, every equation is typeset by MathJax 3 (served by the book itself),
   every internal link and anchor resolves, and every cross-reference is resolved;
 * every plot of an executed notebook appears on its page as an image;
+* no code, and no output of an executed cell (printed text, a table), is wider than its
+  box, and no figure is scaled below `MIN_FIGURE_SCALE` of its width to fit the column;
 * search works offline.
 
 Files are checked too: no page asks for a script, a style or an image from another host,
@@ -327,7 +329,10 @@ def visit(browser, server):
         v.page.close()
 
 
+# A figure of a lesson shown below this fraction of its width has text too small to read.
+MIN_FIGURE_SCALE = 0.6
 PAGE_FACTS = r"""async () => {
+    const MIN_FIGURE_SCALE = %MIN_FIGURE_SCALE%;
     const imgs = Array.from(document.images);
     imgs.forEach(img => { img.loading = "eager"; });
     await Promise.all(imgs.map(img => img.decode().catch(() => null)));
@@ -371,6 +376,25 @@ PAGE_FACTS = r"""async () => {
                        .filter(pre => !pre.closest(".cell_output") && pre.scrollWidth > pre.clientWidth + 1)
                        .map(pre => pre.textContent.split("\n")
                                       .reduce((a, b) => (b.length > a.length ? b : a), "").slice(0, 80)),
+        // Outputs of executed cells (printed text, tables, figures) wider than their box:
+        // cut off at the right edge. A figure is never cut (the theme scales it down to
+        // the column), but one scaled below MIN_FIGURE_SCALE of its size has text too
+        // small to read (10-point labels under 8 px).
+        wideOutputs: Array.from(document.querySelectorAll(".cell_output pre, .cell_output table"))
+                          .filter(e => e.scrollWidth > e.clientWidth + 1
+                                       || e.getBoundingClientRect().right
+                                          > e.closest(".cell_output").getBoundingClientRect().right + 1)
+                          .map(e => `${e.tagName.toLowerCase()} ${Math.round(e.scrollWidth)} px in a `
+                                    + `${Math.round(e.closest(".cell_output").clientWidth)} px box: `
+                                    + JSON.stringify(e.textContent.split("\n")
+                                        .reduce((a, b) => (b.length > a.length ? b : a), "").slice(0, 80))),
+        shrunkFigures: Array.from(document.querySelectorAll(".cell_output img"))
+                            .filter(img => img.naturalWidth > 0
+                                    && (img.getBoundingClientRect().width < MIN_FIGURE_SCALE * img.naturalWidth
+                                        || img.getBoundingClientRect().right
+                                           > img.closest(".cell_output").getBoundingClientRect().right + 1))
+                            .map(img => `${img.getAttribute("src")}: ${img.naturalWidth} px shown at `
+                                        + `${Math.round(img.getBoundingClientRect().width)} px`),
         unresolved: Array.from(document.querySelectorAll(".xref"))
                          .filter(e => !e.closest("a")).map(e => e.textContent),
         links: Array.from(document.querySelectorAll("a[href]"))
@@ -444,7 +468,7 @@ def test_page_renders_offline(visit, server, path):
         v.page.wait_for_url(urllib.parse.urljoin(f"{server}/{path}", target))
         path = urllib.parse.urljoin(path, target)
     v.settle()
-    facts = v.page.evaluate(PAGE_FACTS)
+    facts = v.page.evaluate(PAGE_FACTS.replace("%MIN_FIGURE_SCALE%", str(MIN_FIGURE_SCALE)))
     problems = [f"image not loaded: {i['src']}" for i in facts["images"] if not i["ok"]]
     problems += [f"broken link: {b}" for b in broken_links(path, facts, server)]
     problems += [f"unresolved reference: {t!r}" for t in facts["unresolved"]]
@@ -465,6 +489,9 @@ def test_page_renders_offline(visit, server, path):
         problems += [f"MathJax error: {e!r}" for e in facts["mathErrors"]]
         problems += [f"display equation {c}" for c in facts["crowded"]]
     problems += [f"code wider than its column: {line!r}" for line in facts["wideCode"]]
+    problems += [f"output wider than its box: {line}" for line in facts["wideOutputs"]]
+    problems += [f"figure shrunk below {MIN_FIGURE_SCALE:.0%} of its width to fit its column "
+                 f"(its text is too small to read): {line}" for line in facts["shrunkFigures"]]
     plots = plots_expected(path)
     if plots and facts["outputImages"] < plots:
         problems.append(f"the executed notebook has {plots} plots, the page's cell outputs "

@@ -1,0 +1,108 @@
+"""Chapter 7's applications: short smoke runs (seconds) and the attention-map readers.
+
+The long training runs are the committed experiment scripts and `make bench`; here each
+application trains for a few steps on the CPU, and the helpers that read attention
+weights out of PyTorch's layers are checked against what the layers compute.
+"""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from course.applications import translation, vision
+from course.applications.attention_maps import decoder_cross_attention, encoder_attention
+from course.applications.training import fit
+
+CPU = torch.device("cpu")
+
+
+def pre_norm_encoder(d_model=16, n_heads=4, n_layers=2):
+    layer = nn.TransformerEncoderLayer(d_model, n_heads, 32, dropout=0.0, batch_first=True, norm_first=True)
+    return nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False).eval()
+
+
+def test_encoder_attention_gives_the_weights_each_layer_uses():
+    """Rows sum to one, and weights @ values through out_proj is the layer's attention output."""
+    torch.manual_seed(0)
+    encoder = pre_norm_encoder()
+    x = torch.randn(3, 5, 16)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    maps = encoder_attention(encoder, x, key_padding_mask=padding)
+    assert [tuple(m.shape) for m in maps] == [(3, 4, 5, 5)] * 2
+    torch.testing.assert_close(maps[0].sum(-1), torch.ones(3, 4, 5))
+    assert maps[0][1, :, :, 3:].abs().max() == 0, "padded keys get no weight"
+    # the first layer's self-attention output, rebuilt from the returned weights
+    layer = encoder.layers[0]
+    normed = layer.norm1(x)
+    w_v = layer.self_attn.in_proj_weight[32:]
+    b_v = layer.self_attn.in_proj_bias[32:]
+    values = (normed @ w_v.T + b_v).view(3, 5, 4, 4).transpose(1, 2)  # (B, H, n, d_head)
+    heads = (maps[0] @ values).transpose(1, 2).reshape(3, 5, 16)
+    rebuilt = layer.self_attn.out_proj(heads)
+    expected = layer.self_attn(normed, normed, normed, key_padding_mask=padding)[0]
+    torch.testing.assert_close(rebuilt, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_decoder_cross_attention_reads_the_memory_rows_it_weights():
+    """A memory whose rows differ only at one position: weights on it explain the change."""
+    torch.manual_seed(1)
+    layer = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True)
+    decoder = nn.TransformerDecoder(layer, 1).eval()
+    y, memory = torch.randn(2, 3, 16), torch.randn(2, 6, 16)
+    causal = nn.Transformer.generate_square_subsequent_mask(3)
+    (maps,) = decoder_cross_attention(decoder, y, memory, tgt_mask=causal)
+    assert maps.shape == (2, 4, 3, 6)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(2, 4, 3))
+    # rebuild the cross-attention sublayer's output from the returned weights
+    layer = decoder.layers[0]
+    normed = layer.norm1(y)
+    after_self = y + layer.self_attn(normed, normed, normed, attn_mask=causal)[0]
+    w_v, b_v = layer.multihead_attn.in_proj_weight[32:], layer.multihead_attn.in_proj_bias[32:]
+    values = (memory @ w_v.T + b_v).view(2, 6, 4, 4).transpose(1, 2)  # (B, H, m, d_head)
+    rebuilt = layer.multihead_attn.out_proj((maps @ values).transpose(1, 2).reshape(2, 3, 16))
+    queries = layer.norm2(after_self)
+    expected = layer.multihead_attn(queries, memory, memory)[0]
+    torch.testing.assert_close(rebuilt, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_fit_stops_at_the_time_budget_and_records_every_loss():
+    calls = []
+    history = fit(lambda i: calls.append(i) or 1.0 / (i + 1), steps=1000, budget_s=0.0, progress=False)
+    assert history.steps == 1 and calls == [0] and history.losses == [1.0]
+    history = fit(lambda i: float(i), steps=5, progress=False)
+    assert history.losses == [0.0, 1.0, 2.0, 3.0, 4.0] and history.seconds >= 0
+
+
+def test_translation_data_and_a_short_run():
+    train, test, source_vocab, target_vocab = translation.make_data(seed=0)
+    assert not set(train.numbers.tolist()) & set(test.numbers.tolist())
+    assert len(train.numbers) + len(test.numbers) == translation.N_NUMBERS
+    assert translation.english_words(21) == ["twenty", "one"]
+    assert translation.spanish_words(21) == ["veintiuno"]
+    row = (test.numbers == int(test.numbers[0])).nonzero().item()
+    assert target_vocab.decode(test.target[row, 1:]) == translation.spanish_words(int(test.numbers[0]))
+    result = translation.train(steps=4, batch=16, progress=False, device=CPU, d_model=32, d_ff=32)
+    losses = result["history"].losses
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
+    assert losses[-1] < losses[0]
+    assert 0.0 <= result["accuracy"] <= 1.0 and len(result["predictions"]) == len(test.numbers)
+
+
+def test_vision_short_run_and_class_token_attention():
+    train_split, test_split = vision.make_data(seed=0)
+    assert train_split.images.shape[1:] == (8, 8) and float(train_split.images.max()) <= 1.0
+    assert len(train_split.labels) + len(test_split.labels) == 1797
+    result = vision.train(steps=4, batch=32, progress=False, device=CPU, d_model=32, d_ff=32)
+    losses = result["history"].losses
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
+    model = result["model"].eval()
+    maps = model.attention(test_split.images[:3])
+    assert [tuple(m.shape) for m in maps] == [(3, 4, 17, 17)] * 2
+    torch.testing.assert_close(maps[-1].sum(-1), torch.ones(3, 4, 17))
+    # the class token's output alone decides the logits
+    tokens = model.tokens(test_split.images[:3])
+    with torch.no_grad():
+        hidden = model.encoder(tokens)
+        torch.testing.assert_close(model.classify(hidden[:, 0]), model(test_split.images[:3]))

@@ -9,6 +9,7 @@ A catalogue is data, one YAML file per assignment in autograder/catalogues/:
         verdict: wrong                  # wrong: must lose points; right: must keep them all
         explanation: One line for a student, naming the mistake and its fix.
         hint: It matches a softmax   # optional: words the failed test's message must say
+        loses: [test_softmax_large]  # optional: exactly the tests in which it loses points
         also: [other-id]             # optional: answers whose hint this one may get as well
         code: |
           def softmax(x, axis=-1):
@@ -46,6 +47,7 @@ class Answer:
     code: str
     hint: str = ""  # words the message of a failed test must contain, when the tests name this mistake
     also: tuple = ()  # ids of other answers whose hint this one may also get (it makes both mistakes)
+    loses: tuple = ()  # when given: exactly the tests this wrong answer loses points in
 
     def also_matches(self, other_id):
         return other_id in self.also
@@ -64,7 +66,7 @@ def load(assignment, catalogues=paths.CATALOGUES):
     for entry in data["answers"]:
         if "probes" in entry:  # the probes of a function (autograder/diagnosis.py), not an answer
             continue
-        answer = Answer(**{**entry, "also": tuple(entry.get("also", ()))})
+        answer = Answer(**{**entry, "also": tuple(entry.get("also", ())), "loses": tuple(entry.get("loses", ()))})
         if answer.verdict not in VERDICTS:
             raise ValueError(f"{answer.id}: verdict must be one of {VERDICTS}, not {answer.verdict!r}")
         if answer.id in seen:

@@ -90,6 +90,19 @@ def test_a_mistake_costs_only_its_own_functions_points(graded_answers, assignmen
 
 
 @pytest.mark.parametrize("assignment", CATALOGUED)
+def test_a_mistake_that_names_its_tests_loses_exactly_those(graded_answers, assignment):
+    """One mistake, one lost test: an answer whose entry lists `loses` loses points in those
+    tests and in no other test of its own function either."""
+    offenders = []
+    for answer in (a for a in catalogue.load(assignment) if a.loses):
+        result = graded_answers[assignment][answer.id]
+        lost = {name for name, (got, top) in result["tests"].items() if got < top}
+        if lost != set(answer.loses):
+            offenders.append(f"{answer.id} lost points in {sorted(lost)}, not in {sorted(answer.loses)}")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("assignment", CATALOGUED)
 def test_hints_name_the_answers_own_mistake(graded_answers, assignment):
     """A catalogued hint is shown to the answer it describes, and to no answer it does not."""
     answers = catalogue.load(assignment)

@@ -6,22 +6,25 @@ graded, the referee swaps in its own version, which reads how far the sandbox's 
 cgroup rose during the call (sandbox.MemoryMeter), from outside the sandbox. These
 tests check the meter on a process in a sandbox, and grade an honest tiled answer (full
 marks), answers that build the full matrix (they lose their memory test and nothing
-else), and one that also hides from tracemalloc (it gains nothing).
+else), and one that also hides from tracemalloc (it gains nothing); and, without a
+sandbox, what the grader subtracts, and its fallback where no cgroup can be measured.
 """
 
 import shutil
+import types
 
 import nbformat
+import numpy as np
 import pytest
 
-from autograder import catalogue, paths, sandbox
+from autograder import catalogue, referee, sandbox
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "efficient_attention"
 MiB = 2 ** 20
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="bubblewrap (Debian package bubblewrap) is not installed: no sandbox")
+needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                   reason="bubblewrap (Debian package bubblewrap) is not installed: no sandbox")
 
 
 def cgroup_isolation():
@@ -31,6 +34,7 @@ def cgroup_isolation():
     return isolation
 
 
+@needs_sandbox
 @pytest.mark.parametrize("megabytes", [0, 96])
 def test_the_meter_sees_what_a_sandboxed_process_touches(megabytes):
     isolation = cgroup_isolation()
@@ -71,6 +75,7 @@ def with_cell_after(notebook, grade_id, source):
     return notebook
 
 
+@needs_sandbox
 def test_only_the_memory_test_is_lost_and_hiding_gains_nothing(tmp_path):
     cgroup_isolation()
     student, reference, code = student_and_reference(ASSIGNMENT)
@@ -96,3 +101,46 @@ def test_only_the_memory_test_is_lost_and_hiding_gains_nothing(tmp_path):
         results["full_and_hidden"]["messages"])
     for name in ("full_forward", "full_and_hidden"):
         assert "MiB beyond its inputs" in results[name]["messages"]["test_tiled_attention_memory"]
+
+
+class _Answer(referee.Remote):
+    """A stand-in for the student's function whose call returns one float64 (1024, 64) array."""
+
+    def _ask(self, op, args=(), kwargs=None, **fields):
+        return np.zeros((1024, 64))
+
+
+class _Meter:
+    def __init__(self, used=0, fails=False):
+        self.used, self.fails = used, fails
+
+    def start(self):
+        if self.fails:
+            raise OSError("cgroup v2 before Linux 6.12: memory.peak cannot be reset")
+        return 0
+
+    def stop(self):
+        return self.used
+
+
+def _judge(meter):
+    judge = referee.Referee.__new__(referee.Referee)
+    judge.channel = types.SimpleNamespace(memory_meter=meter, over_limits=[])
+    judge.kernel_memory = lambda function, *args, **kwargs: ("measured in the kernel", None)
+    return judge
+
+
+def test_the_grader_subtracts_the_copies_that_cross_and_nothing_else():
+    judge = _judge(_Meter(used=40 * MiB))
+    x = np.zeros((1024, 64))  # 0.5 MiB, as the result: each crosses as up to three copies
+    used, result = judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), x, scale=x)
+    assert used == 40 * MiB - 3 * (3 * x.nbytes) and result.shape == (1024, 64)
+    assert judge.channel.over_limits == []
+
+
+@pytest.mark.parametrize("meter", [None, _Meter(fails=True)], ids=["no cgroup", "peak cannot be reset"])
+def test_without_a_meter_the_notebook_s_own_helper_runs_and_the_report_says_so(meter):
+    judge = _judge(meter)
+    assert judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), np.zeros(3)) == ("measured in the kernel",
+                                                                                          None)
+    assert any("the student's to forge" in note for note in judge.channel.over_limits)

@@ -1,4 +1,4 @@
-"""Command-line entry point: python -m autograder {release,grade,collect,validate}."""
+"""Command-line entry point: python -m autograder {release,grade,collect,validate,report}."""
 
 import argparse
 import json
@@ -62,6 +62,18 @@ def main(argv=None):
 
     validate = commands.add_parser("validate", help="run a notebook and say which visible tests pass")
     validate.add_argument("notebook")
+
+    report = commands.add_parser("report", help="the class report: points per function, known mistakes, "
+                                                 "unknown mistakes grouped by behaviour (HTML and PNG charts)")
+    report.add_argument("assignment")
+    report.add_argument("--out", required=True, help="where index.html, the charts and report.json go")
+    report.add_argument("--grading", default="grading", help="the folder grade wrote (--out of grade; "
+                                                             "default: grading)")
+    report.add_argument("--db", default=None, help="the class gradebook's database URL (default: "
+                                                   "sqlite:///GRADING/gradebook.db)")
+    report.add_argument("--solutions", default=str(paths.SOLUTIONS), help="the folder of source notebooks")
+    report.add_argument("--names", action="store_true", help="name the students behind each mistake "
+                                                             "(default: counts only)")
 
     args = parser.parse_args(argv)
     if args.command == "release":
@@ -128,4 +140,15 @@ def main(argv=None):
         from autograder.validate import print_report, validate
 
         return print_report(validate(args.notebook))
+    if args.command == "report":
+        from autograder import report as class_report
+
+        try:
+            built = class_report.build(args.assignment, args.grading, args.db, args.solutions)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        page = class_report.render(built, args.out, names=args.names)
+        print(f"wrote {page} ({len(built.students)} students)")
+        return 0
     return 2

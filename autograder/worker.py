@@ -101,7 +101,7 @@ def grade(task):
         if (got > 0) != (verdicts.get(name) == "passed"):
             raise RuntimeError(f"internal inconsistency: nbgrader gave {name} {got:g} of {top:g} points, "
                                f"but the test {verdicts.get(name, 'did not run')}")
-    diagnoses, unknown = _diagnoses(reports, {name: folder / name for name in task["notebooks"]})
+    diagnoses, unknown = _diagnoses(reports, {Path(name).stem: folder / name for name in task["notebooks"]})
     feedback = sorted(str(p) for p in (work / "feedback" / student / assignment).glob("*.html"))
     return {
         "student": student, "score": score, "max_score": max_score, "penalty": penalty,

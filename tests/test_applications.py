@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from course.applications import translation, vision
+from course.applications import language_model, translation, vision
 from course.applications.attention_maps import decoder_cross_attention, encoder_attention
 from course.applications.training import fit
 
@@ -106,3 +106,31 @@ def test_vision_short_run_and_class_token_attention():
     with torch.no_grad():
         hidden = model.encoder(tokens)
         torch.testing.assert_close(model.classify(hidden[:, 0]), model(test_split.images[:3]))
+
+
+def test_language_model_corpus_baselines_and_a_short_run():
+    corpus = language_model.Corpus()
+    assert len(corpus.train) > 100_000 and len(corpus.test) > 10_000
+    assert corpus.decode(corpus.encode("Return the")) == "Return the"
+    unigram, bigram = language_model.unigram_and_bigram_bits(corpus)
+    assert bigram < unigram < math.log2(len(corpus.characters))
+    result = language_model.train(steps=3, batch=4, progress=False, device=CPU, corpus=corpus,
+                                  d_model=32, n_layers=1, context=16)
+    losses = result["history"].losses
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
+    model = result["model"].eval()
+    window = corpus.train[:16][None]
+    changed = window.clone()
+    changed[0, 10:] = 0
+    with torch.no_grad():  # causal: later characters never change earlier predictions
+        torch.testing.assert_close(model(window)[0, :10], model(changed)[0, :10])
+    sample = model.sample(corpus.encode("Re"), 5, generator=torch.Generator().manual_seed(0))
+    assert sample.shape == (7,) and corpus.decode(sample[:2]) == "Re"
+
+
+def test_small_init_scales_the_residual_writers():
+    model = language_model.CharTransformer(10, d_model=64, n_layers=2, context=8)
+    layer = model.layers.layers[0]
+    assert abs(float(layer.linear1.weight.std()) - 0.02) < 0.003
+    assert abs(float(layer.linear2.weight.std()) - 0.01) < 0.002  # 0.02 / sqrt(2 * 2)
+    assert float(layer.linear1.bias.abs().max()) == 0.0

@@ -45,6 +45,7 @@ from autograder import bounded, catalogue, paths
 PROBE_SECONDS = 10.0  # at most, for the probes of one function in a student's kernel
 CATALOGUE_SECONDS = 120.0  # for the catalogue's answers to one function's probes, on the trusted side
 MAX_ELEMENTS = 4096  # numbers kept of one array; a larger one is kept as its summary
+MAX_TEXT = 1000  # characters kept of a text
 VALUES = "__autograder_probe_values__"
 PROBES = "__autograder_probes__"
 
@@ -134,8 +135,10 @@ def encode(value, depth=0):
     plain JSON-safe data that `same` compares."""
     if depth > 8:
         return {"object": "too deep"}
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
         return {"plain": value}
+    if isinstance(value, str):
+        return {"plain": value[:MAX_TEXT]}
     if isinstance(value, (int, np.integer)) and not isinstance(value, np.bool_):
         return {"int": int(value)}
     if isinstance(value, (float, np.floating)):
@@ -148,7 +151,11 @@ def encode(value, depth=0):
         dtype = str(value.dtype).replace("torch.", "")
         if value.device.type == "meta":
             return {"tensor": dtype, "shape": list(value.shape), "device": "meta"}
-        array = value.detach().cpu().resolve_conj().resolve_neg().numpy()
+        try:
+            tensor = value.detach().cpu().resolve_conj().resolve_neg()
+            array = tensor.numpy() if tensor.dtype != torch.bfloat16 else tensor.double().numpy()
+        except (TypeError, RuntimeError):  # a layout or dtype NumPy does not have
+            return {"tensor": dtype, "shape": list(value.shape), "layout": str(value.layout)}
         return _array(array, "tensor", dtype, value.device.type)
     if isinstance(value, (list, tuple)):
         return {type(value).__name__ if type(value) in (list, tuple) else "list":

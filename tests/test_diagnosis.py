@@ -4,6 +4,7 @@ and from the reference solution, on the trusted side alone (no grading run). Tha
 wrong answer, graded, is then named as itself is tests/test_catalogues.py's."""
 
 import math
+import re
 
 import nbformat
 import numpy as np
@@ -28,6 +29,15 @@ def test_every_graded_function_has_probes(assignment):
     (source,) = paths.assignment_notebooks(assignment)
     functions = set(catalogue.reference_code(nbformat.read(source, as_version=4)))
     assert functions <= set(diagnosis.load_probes(assignment)), "functions without probes"
+
+
+@pytest.mark.parametrize("assignment", sorted(set(PROBED) | set(ALL_PROBED)))
+def test_probes_ask_what_a_stand_in_answers_as_the_object_would(assignment):
+    """In the grader a student's object is a stand-in: `type(x)` is the stand-in's type there
+    (and the object's own on the trusted side), where `x.__class__` is the object's on both."""
+    for function, probes in diagnosis.load_probes(assignment).items():
+        text = probes.setup + "\n".join(probes.calls)
+        assert not re.search(r"\btype\(", text), f"probes of {function}: use x.__class__, not type(x)"
 
 
 @pytest.mark.parametrize("assignment", sorted(set(PROBED) | set(ALL_PROBED)))

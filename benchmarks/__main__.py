@@ -15,6 +15,7 @@ from benchmarks.targets import print_table
 # Modules of this folder, in chapter order; a chapter adds its own as it lands.
 BENCHMARKS = [
     "kv_cache",
+    "applications",
     "efficient_attention",
 ]
 

@@ -62,6 +62,7 @@ def alignments(result, numbers):
 def main():
     os.environ["COURSE_FORCE_CPU"] = "1"
     start = time.perf_counter()
+    load = os.getloadavg()[0]  # how busy the machine was: times depend on it
     word = translation.train(steps=STEPS, seed=SEED, threads=1)
     print(f"word level: {word['accuracy']:.4f} exact match, "
           f"{word['history'].seconds:.0f} s of training")
@@ -95,6 +96,7 @@ def main():
             "target_vocabulary": len(char["target_vocab"]),
         },
         "threads": 1,
+        "load_average_at_start": round(load, 1),
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
     RESULTS.write_text(json.dumps(record, indent=1) + "\n")

@@ -10,6 +10,5 @@ the same code.
 * :mod:`course.applications.translation`: English number words to Spanish ones.
 * :mod:`course.applications.vision`: a Vision Transformer on scikit-learn's digits.
 * :mod:`course.applications.language_model`: a character-level causal model.
-* :mod:`course.applications.span_qa`: question answering as span extraction.
 * :mod:`course.applications.attention_maps`: reading the weights of PyTorch's layers.
 """

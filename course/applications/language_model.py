@@ -177,7 +177,7 @@ def bits_per_character(model, text, device, windows=64, seed=1234):
     return nats.item() / math.log(2)
 
 
-def train(steps=900, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
+def train(steps=1400, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
           device=None, threads=None, corpus=None, **model_options):
     """Train a CharTransformer; return a dict with model, corpus, history, quality."""
     device = device or select_device()

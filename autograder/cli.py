@@ -84,7 +84,8 @@ def main(argv=None):
                 print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
         return 0
     if args.command == "grade":
-        from autograder import lateness, sandbox
+        from autograder.records import lateness
+        from autograder.isolation import sandbox
         from autograder.grade import grade as grade_batch
 
         try:
@@ -125,8 +126,8 @@ def main(argv=None):
             return 130
         return 0
     if args.command == "collect":
-        from autograder.collect import collect as collect_submissions
-        from autograder.gradebook import COURSE_ID
+        from autograder.records.collect import collect as collect_submissions
+        from autograder.records.gradebook import COURSE_ID
 
         try:
             reports = collect_submissions(args.assignment, args.exchange, args.course or COURSE_ID, args.to)
@@ -137,11 +138,11 @@ def main(argv=None):
             print(json.dumps(report, sort_keys=True), flush=True)
         return 0
     if args.command == "validate":
-        from autograder.validate import print_report, validate
+        from autograder.reporting.validate import print_report, validate
 
         return print_report(validate(args.notebook))
     if args.command == "report":
-        from autograder import report as class_report
+        from autograder.reporting import report as class_report
 
         try:
             built = class_report.build(args.assignment, args.grading, args.db, args.solutions)

@@ -1,9 +1,9 @@
 """Grade a batch of submissions: in parallel, in sandboxes, resumable.
 
 For every submission: assemble the notebook to grade from the instructor's source and
-the student's answers (autograder/assemble.py), autograde it with nbgrader in a
+the student's answers (autograder/judging/assemble.py), autograde it with nbgrader in a
 throw-away course directory whose gradebook knows the assignment, the notebook
-executed by autograder/executor.py (the kernel in a sandbox, each test's outcome from
+executed by autograder/judging/executor.py (the kernel in a sandbox, each test's outcome from
 the guard's signed verdict), and write feedback. Worker processes (autograder/worker.py)
 do this, `jobs` at a time; this process hands out submissions, records results and is
 the only writer of OUT/.
@@ -16,7 +16,7 @@ Results go to OUT/:
   feedback/STUDENT.html  nbgrader's feedback page
   grades.csv             every recorded result, rewritten at the end of each run
 
-Late submissions (autograder/lateness.py): given a due date (here, or kept in the class
+Late submissions (autograder/records/lateness.py): given a due date (here, or kept in the class
 gradebook from an earlier run) and a penalty per day late, a submission whose time
 (nbgrader's timestamp.txt) is past the student's due date loses points; its result,
 feedback page, gradebook row and grades.csv line say how late it was and how much it
@@ -40,10 +40,12 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from autograder import lateness, paths, sandbox
-from autograder.course_directory import CourseDirectory
-from autograder.gradebook import COURSE_ID, ClassGradebook
-from autograder.submissions import collect, read_notebook
+from autograder.records import lateness
+from autograder import paths
+from autograder.isolation import sandbox
+from autograder.judging.course_directory import CourseDirectory
+from autograder.records.gradebook import COURSE_ID, ClassGradebook
+from autograder.records.submissions import collect, read_notebook
 
 
 @dataclass

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from autograder import paths
-from autograder.course_directory import CourseDirectory
+from autograder.judging.course_directory import CourseDirectory
 
 
 def release(assignment, solutions=paths.SOLUTIONS, book=paths.BOOK):

@@ -36,11 +36,11 @@ def grade(task):
     from nbgrader.coursedir import CourseDirectory as NbCourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
-    from autograder.assemble import assemble
-    from autograder.course_directory import CourseDirectory
-    from autograder.gradebook import COURSE_ID
-    from autograder.lateness import due_date, lateness_note, naive_utc
-    from autograder.submissions import read_notebook
+    from autograder.judging.assemble import assemble
+    from autograder.judging.course_directory import CourseDirectory
+    from autograder.records.gradebook import COURSE_ID
+    from autograder.records.lateness import due_date, lateness_note, naive_utc
+    from autograder.records.submissions import read_notebook
 
     assignment, student = task["assignment"], task["student"]
     work = Path(task["work"])
@@ -117,8 +117,8 @@ def grade(task):
 def _diagnoses(reports, notebooks):
     """({function: id of the catalogued mistake it behaves like}, {function: {"behaviour": its
     probes' values, "code": the answer, anonymized}} for the functions that lost points and
-    behave like no catalogued mistake): what the class report (autograder/report.py) reads."""
-    from autograder.diagnosis import anonymized
+    behave like no catalogued mistake): what the class report (autograder/reporting/report.py) reads."""
+    from autograder.judging.diagnosis import anonymized
 
     diagnoses, unknown = {}, {}
     for name, report in reports.items():
@@ -154,8 +154,8 @@ def main():
     import numpy  # noqa: F401  (the test cells need them: imported once per worker)
     import torch  # noqa: F401
 
-    import autograder.preprocessor  # noqa: F401
-    from autograder import executor
+    import autograder.judging.preprocessor  # noqa: F401
+    from autograder.judging import executor
 
     executor.SPARE = executor.Spare()  # the next submission's kernel starts while this one is graded
     executor.FACTORIES = executor.Factories()  # kernels forked from a process that imported PyTorch once

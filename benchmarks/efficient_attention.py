@@ -44,7 +44,7 @@ def _reference_tiled_attention():
     import nbformat
     import numpy as np
 
-    from autograder.catalogue import reference_code
+    from autograder.judging.catalogue import reference_code
 
     notebook = nbformat.read(REPO / "solutions/efficient_attention/efficient_attention.ipynb", as_version=4)
     namespace = {"np": np, "math": math}

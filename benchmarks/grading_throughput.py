@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autograder import paths  # noqa: E402
-from autograder.course_directory import KERNEL_ENV, CourseDirectory  # noqa: E402
+from autograder.judging.course_directory import KERNEL_ENV, CourseDirectory  # noqa: E402
 
 
 def environment():

@@ -10,7 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import catalogue, paths
+from autograder.judging import catalogue
+from autograder import paths
 
 REPO = Path(__file__).resolve().parent.parent
 

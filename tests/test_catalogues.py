@@ -7,7 +7,8 @@ grade` in one batch per assignment (in parallel), exactly as students' work is.
 
 import pytest
 
-from autograder import catalogue, diagnosis, paths
+from autograder.judging import catalogue, diagnosis
+from autograder import paths
 from conftest import GradedBatches
 
 CATALOGUED = [a for a in paths.assignments() if catalogue.catalogue_path(a).exists()]
@@ -61,7 +62,7 @@ def test_known_answer_gets_its_verdict(graded_answers, assignment, answer):
 @pytest.mark.parametrize("assignment, answer", ANSWERS, ids=[f"{a}:{answer.id}" for a, answer in ANSWERS])
 def test_known_answer_is_diagnosed_as_itself(graded_answers, assignment, answer):
     """A catalogued wrong answer is named, by its own id, for its own function and no other;
-    a right answer is named for nothing (autograder/diagnosis.py)."""
+    a right answer is named for nothing (autograder/judging/diagnosis.py)."""
     result = graded_answers[assignment][answer.id]
     if answer.verdict == "right" or answer.function not in diagnosis.load_probes(assignment):
         assert result["diagnoses"] == {}, f"right answer {answer.id!r} was labelled {result['diagnoses']}"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import catalogue
+from autograder.judging import catalogue
 from conftest import REPO, Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "soft_lookup"

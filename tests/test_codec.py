@@ -1,6 +1,6 @@
 """The codec between the grader and a student's kernel carries plain values, and only them.
 
-Fast checks of autograder/codec.py, without a kernel: what crosses keeps its dtype,
+Fast checks of autograder/isolation/codec.py, without a kernel: what crosses keeps its dtype,
 shape, device and requires_grad; what arrives is always built by the decoder (a builtin,
 an array, a tensor), whatever the bytes say; malformed or oversized messages raise
 CodecError instead of running code or exhausting memory.
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import codec
+from autograder.isolation import codec
 
 
 def round_trip(value, **hooks):

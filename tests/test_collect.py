@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autograder.collect import NBGRADER_FORMAT
+from autograder.records.collect import NBGRADER_FORMAT
 from conftest import run_autograder
 
 ASSIGNMENT = "soft_lookup"

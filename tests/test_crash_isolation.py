@@ -9,7 +9,7 @@ happened. A cell that kills the kernel at the top level costs only what it defin
 
 The work a student's call asks of the grader (a reference answer of another graded
 function, a function a test handed over) runs in a forked child with a memory and a
-time limit (autograder/bounded.py): a call over a limit fails that call, visibly, and
+time limit (autograder/isolation/bounded.py): a call over a limit fails that call, visibly, and
 the worker's own memory does not grow.
 """
 
@@ -19,7 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from autograder import bounded, catalogue
+from autograder.isolation import bounded
+from autograder.judging import catalogue
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"

@@ -1,4 +1,4 @@
-"""Diagnosis by behaviour (autograder/diagnosis.py): every graded function of the course's
+"""Diagnosis by behaviour (autograder/judging/diagnosis.py): every graded function of the course's
 catalogues has probes, and they tell its catalogued wrong answers apart, from each other
 and from the reference solution, on the trusted side alone (no grading run). That each
 wrong answer, graded, is then named as itself is tests/test_catalogues.py's."""
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import catalogue, diagnosis, executor, paths
+from autograder.judging import catalogue, diagnosis, executor
+from autograder import paths
 
 # Probes are required here; later chapters' catalogues add theirs as they land.
 PROBED = ["soft_lookup", "self_attention", "attention_gradients", "multi_head_attention", "positional_encoding",

@@ -1,4 +1,4 @@
-"""Feedback pages (autograder/feedback.py), rendered from a small notebook built here, as
+"""Feedback pages (autograder/reporting/feedback.py), rendered from a small notebook built here, as
 nbgrader's GenerateFeedback renders them (its template and exporter config), without a
 grading run: no hidden test source, nothing from the submission that runs in a browser,
 a Content-Security-Policy, and a short page instead when rendering takes too long."""
@@ -21,9 +21,9 @@ from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory as NbCourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder import feedback
-from autograder.course_directory import CourseDirectory
-from autograder.feedback import FeedbackExporter
+from autograder.reporting import feedback
+from autograder.judging.course_directory import CourseDirectory
+from autograder.reporting.feedback import FeedbackExporter
 
 HIDDEN_MARKER = "SECRET_HIDDEN_MARKER_7f3a"
 VISIBLE_MARKER = "VISIBLE_MARKER_2b9c"

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import catalogue, paths
+from autograder.judging import catalogue
+from autograder import paths
 from conftest import REPO, by_student, run_autograder
 
 ASSIGNMENT = "self_attention"

@@ -12,7 +12,8 @@ import shutil
 import nbformat
 import pytest
 
-from autograder import catalogue, paths
+from autograder.judging import catalogue
+from autograder import paths
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "multi_head_attention"

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbgrader.utils import compute_checksum
 
-from autograder.submissions import MAX_CELLS
+from autograder.records.submissions import MAX_CELLS
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"

@@ -20,7 +20,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import catalogue, paths, sandbox
+from autograder.judging import catalogue
+from autograder import paths
+from autograder.isolation import sandbox
 from conftest import REPO, Submissions, by_student, processes_with, run_autograder, student_and_reference
 
 ASSIGNMENT = "self_attention"

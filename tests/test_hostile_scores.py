@@ -18,7 +18,8 @@ import shutil
 import nbformat
 import pytest
 
-from autograder import catalogue, paths
+from autograder.judging import catalogue
+from autograder import paths
 from attacks import self_attention as attacks
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 

@@ -1,4 +1,4 @@
-"""The sandbox itself (autograder/sandbox.py), with plain processes instead of a kernel.
+"""The sandbox itself (autograder/isolation/sandbox.py), with plain processes instead of a kernel.
 
 Small, bounded versions of what student code might do: look around the filesystem,
 write outside its scratch folder, reach the network (loopback included), allocate too
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import paths, sandbox
+from autograder import paths
+from autograder.isolation import sandbox
 from conftest import REPO, opened_to_other_users, processes_with
 
 # A file of the instructor's (the grader's user's) home: a shell history.
@@ -218,7 +219,7 @@ def test_scratch_folder_is_size_limited(isolation):
 UNPRIVILEGED_GRADER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from autograder import sandbox
+from autograder.isolation import sandbox
 isolation = sandbox.probe()
 with sandbox.Sandbox(isolation, sandbox.Limits(**json.loads(sys.argv[2])), slot=7, name="test") as box:
     done = box.run([sys.executable, "-c", sys.argv[3]], timeout=float(sys.argv[4]))

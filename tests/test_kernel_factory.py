@@ -1,4 +1,4 @@
-"""Kernels forked by the kernel factory (autograder/kernel_factory.py) are kernels like
+"""Kernels forked by the kernel factory (autograder/isolation/kernel_factory.py) are kernels like
 any other: the same sandbox, user, environment and limits, and nothing of the factory's.
 
 A grading worker forks its kernels from a process that has imported PyTorch once; these
@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from autograder import executor, kernel_factory, sandbox
+from autograder.judging import executor
+from autograder.isolation import kernel_factory, sandbox
 from conftest import REPO
 
 PROBE = f"""

@@ -1,6 +1,6 @@
 """Late submissions: the rule, and where a late penalty shows.
 
-The rule (autograder/lateness.py) is tested on its own first. Then one batch of
+The rule (autograder/records/lateness.py) is tested on its own first. Then one batch of
 `soft_lookup` reference solutions, each full marks (22 points), is graded with a due
 date and 10% per day late. They differ only in their time of submission, nbgrader's
 `timestamp.txt`, and in one student's extension; a zip carries no time at all, and one
@@ -18,8 +18,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import lateness, paths
-from autograder.gradebook import COURSE_ID
+from autograder.records import lateness
+from autograder import paths
+from autograder.records.gradebook import COURSE_ID
 from conftest import by_student, run_autograder
 
 ASSIGNMENT = "soft_lookup"
@@ -217,7 +218,7 @@ def test_bad_lateness_options_are_refused_before_anything_runs(tmp_path, option,
 def test_a_timestamp_that_is_a_link_a_pipe_or_huge_is_refused_without_reading_it(tmp_path):
     """timestamp.txt comes from the student's side of the exchange: it is read only when
     it is a plain file, and then only its first KiB."""
-    from autograder.submissions import collect
+    from autograder.records.submissions import collect
 
     (source,) = paths.assignment_notebooks(ASSIGNMENT)
     for student in ("link", "pipe", "huge", "fine"):

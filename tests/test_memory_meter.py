@@ -17,7 +17,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import catalogue, referee, sandbox
+from autograder.judging import catalogue, referee
+from autograder.isolation import sandbox
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "efficient_attention"

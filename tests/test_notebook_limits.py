@@ -1,4 +1,4 @@
-"""The size limits of a submitted notebook (autograder/submissions.py), checked on a plain
+"""The size limits of a submitted notebook (autograder/records/submissions.py), checked on a plain
 JSON parse before nbformat reads it: a notebook past them is refused with a message for
 the student, quickly; one within them is read, checked and assembled in bounded time.
 No kernel runs here."""
@@ -9,8 +9,8 @@ import time
 import nbformat
 
 from autograder import paths
-from autograder.assemble import assemble
-from autograder.submissions import (MAX_ATTACHMENTS, MAX_CELLS, MAX_NOTEBOOK_VALUES, check_notebook, collect,
+from autograder.judging.assemble import assemble
+from autograder.records.submissions import (MAX_ATTACHMENTS, MAX_CELLS, MAX_NOTEBOOK_VALUES, check_notebook, collect,
                                     read_notebook)
 from conftest import student_and_reference
 

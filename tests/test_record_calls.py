@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from autograder.referee import RECORDED_CALLS, Channel, Referee
+from autograder.judging.referee import RECORDED_CALLS, Channel, Referee
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
 ASSIGNMENT = "transformer_block"
@@ -70,7 +70,7 @@ def generate(model, prompt, n_new):
                     reason="bubblewrap (Debian package bubblewrap) is not installed: no sandbox")
 def test_the_record_is_the_graders(tmp_path):
     student, reference, code = student_and_reference(ASSIGNMENT)
-    from autograder import catalogue
+    from autograder.judging import catalogue
 
     batch = Submissions(tmp_path / "submitted")
     batch.save("reference", reference)

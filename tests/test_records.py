@@ -23,7 +23,7 @@ from nbgrader.api import Gradebook
 
 from autograder import paths
 from autograder.grade import Grader, Result, write_grades_csv
-from autograder.submissions import (CHUNK_BYTES, MAX_NOTEBOOK_BYTES, MAX_UNZIPPED_BYTES, MAX_ZIP_MEMBERS, SAFE_ID,
+from autograder.records.submissions import (CHUNK_BYTES, MAX_NOTEBOOK_BYTES, MAX_UNZIPPED_BYTES, MAX_ZIP_MEMBERS, SAFE_ID,
                                     collect, student_id)
 from conftest import run_autograder
 

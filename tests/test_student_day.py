@@ -3,7 +3,7 @@
 One test walks the loop that a course on one machine (or a JupyterHub) runs:
 
 1. the instructor releases `soft_lookup` through nbgrader's exchange (a folder made
-   for the test, the course id of autograder/course_directory.py);
+   for the test, the course id of autograder/judging/course_directory.py);
 2. a student, in a JupyterLab server started by the test on the loopback interface with
    a token and the student setup of autograder/student_jupyter/ (no formgrader, no
    Create Assignment), driven by playwright in headless Debian Chromium: opens the
@@ -57,7 +57,7 @@ import nbformat
 import pytest
 
 from autograder import paths
-from autograder.course_directory import CourseDirectory
+from autograder.judging.course_directory import CourseDirectory
 from tests.conftest import opened_to_other_users, run_autograder
 from tests.test_book_in_browser import CHROMIUM, CHROMIUM_ARGS
 

@@ -5,7 +5,7 @@ import zipfile
 
 import nbformat
 
-from autograder.submissions import collect, student_id
+from autograder.records.submissions import collect, student_id
 
 NOTEBOOK = nbformat.writes(nbformat.v4.new_notebook()).encode()
 

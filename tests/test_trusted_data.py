@@ -25,7 +25,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import catalogue, paths
+from autograder.judging import catalogue
+from autograder import paths
 from conftest import GradedBatches, Submissions, student_and_reference
 
 ATTACKS = Path(__file__).parent / "attacks"

@@ -5,7 +5,8 @@ import re
 import nbformat
 import pytest
 
-from autograder import catalogue, paths
+from autograder.judging import catalogue
+from autograder import paths
 from conftest import run_autograder, student_and_reference
 
 ASSIGNMENTS = paths.assignments()

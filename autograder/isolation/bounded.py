@@ -7,7 +7,7 @@ work runs on the grader's side, outside the sandbox, so it must be bounded like 
 student's own: it runs in a `Server`, a child forked from the grading worker, with an
 address-space limit of `Limits.memory` bytes beyond what the worker held when it forked
 and a time limit of `Limits.seconds` per call. The child answers calls one after
-another as plain values (autograder/codec.py); a call over a limit raises MemoryError
+another as plain values (autograder/isolation/codec.py); a call over a limit raises MemoryError
 or TimeoutError here, which fails the student's call (and so the test), and the child
 is replaced by a fresh one for the next call.
 
@@ -29,7 +29,7 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from autograder import codec
+from autograder.isolation import codec
 
 MiB = 1024 * 1024
 

@@ -33,8 +33,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from autograder.lateness import TimeRefused, submission_time
-from autograder.submissions import MAX_NOTEBOOK_BYTES, MAX_UNZIPPED_BYTES, read_timestamp
+from autograder.records.lateness import TimeRefused, submission_time
+from autograder.records.submissions import MAX_NOTEBOOK_BYTES, MAX_UNZIPPED_BYTES, read_timestamp
 
 TOLERANCE = timedelta(seconds=60)  # nbgrader submit writes timestamp.txt, then copies the files
 MAX_FILES = 1000

@@ -1,15 +1,15 @@
 """Execute a graded notebook: the student's cells in a sandboxed kernel, the tests here.
 
-The kernel (ipykernel) runs inside the sandbox (autograder/sandbox.py); this process
+The kernel (ipykernel) runs inside the sandbox (autograder/isolation/sandbox.py); this process
 talks to it over unix sockets in the sandbox's /run/ipc, reached from outside through
 /proc/PID/root, and over one more socket to the grader's agent in the kernel
-(autograder/agent.py). This process decides what runs, in which order, and how each
+(autograder/isolation/agent.py). This process decides what runs, in which order, and how each
 test ended:
 
 * Student cells (answer cells and cells the student added) run in the kernel.
 * The instructor's other cells (setup, helpers) run in the kernel, so that the student's
   code finds its imports, and here, so that the tests do.
-* Test cells never enter the kernel. They run here (autograder/referee.py) against
+* Test cells never enter the kernel. They run here (autograder/judging/referee.py) against
   stand-ins that call the student's functions in the kernel and get values back; a test
   passes when it runs to its end here. Nothing the kernel prints or sends can make a
   test pass, and warnings or prints from the student's code never make one fail.
@@ -34,10 +34,13 @@ import nbformat
 import zmq
 from jupyter_client.session import Session
 
-from autograder import course_directory, diagnosis, kernel_factory, referee, sandbox
-from autograder.assemble import solution_code
+from autograder.judging import course_directory, diagnosis, referee
+from autograder.isolation import kernel_factory, sandbox
+from autograder.judging.assemble import solution_code
 
-AGENT_SOURCE = "\n".join(Path(__file__).with_name(name).read_text() for name in ("codec.py", "agent.py"))
+# The agent and the codec it speaks live with the sandbox (autograder/isolation/).
+ISOLATION = Path(__file__).resolve().parent.parent / "isolation"
+AGENT_SOURCE = "\n".join((ISOLATION / name).read_text() for name in ("codec.py", "agent.py"))
 
 # What the kernel's environment holds: nothing of the grader's own environment.
 KERNEL_ENV = {
@@ -417,7 +420,7 @@ def cell_key(cell, index):
 
 def reference_cells(source_notebook):
     """[(source, is a solution)]: the instructor's code cells in order, tests left out,
-    solution cells with the reference code (what autograder/referee.py runs on its side)."""
+    solution cells with the reference code (what autograder/judging/referee.py runs on its side)."""
     cells = []
     for cell in source_notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -437,7 +440,7 @@ class Report:
     notes: list = field(default_factory=list)  # what the grader noticed
     problems: list = field(default_factory=list)  # what stopped the notebook (kernel died, time limit...)
     usage: dict = field(default_factory=dict)
-    probed: dict = field(default_factory=dict)  # function -> its probes' values (autograder/diagnosis.py)
+    probed: dict = field(default_factory=dict)  # function -> its probes' values (autograder/judging/diagnosis.py)
 
 
 BOOTSTRAP = """\
@@ -485,7 +488,7 @@ def imported_modules(sources):
 
 
 class Factories:
-    """A grading worker's kernel factories (autograder/kernel_factory.py), one per set of
+    """A grading worker's kernel factories (autograder/isolation/kernel_factory.py), one per set of
     preloaded libraries, started on first use. A factory that fails is not used again:
     kernels then start from nothing, as without one."""
 
@@ -872,7 +875,7 @@ def execute_notebook(notebook, isolation, settings, reference, slot=0, home_file
                      probes=None):
     """Execute `notebook` in place, student cells in a sandboxed kernel; return a Report.
 
-    `notebook` must come from the trusted assembly (autograder/assemble.py): its nbgrader
+    `notebook` must come from the trusted assembly (autograder/judging/assemble.py): its nbgrader
     metadata says which cells are the instructor's. `reference` is `reference_cells()` of
     the instructor's notebook; `probes` (grade_id -> diagnosis.Probes) run for the functions
     that lose points."""

@@ -15,7 +15,7 @@ A catalogue is data, one YAML file per assignment in autograder/catalogues/:
           def softmax(x, axis=-1):
               ...
       - probes: softmax                 # optional: the calls that tell its wrong answers apart
-        setup: |                        # (see autograder/diagnosis.py)
+        setup: |                        # (see autograder/judging/diagnosis.py)
           x = np.array([[1.0, 2.0], [1000.0, 0.0]])
         calls: [softmax(x), softmax(x, axis=0)]
 
@@ -33,7 +33,7 @@ import nbformat
 import yaml
 
 from autograder import paths
-from autograder.assemble import solution_code
+from autograder.judging.assemble import solution_code
 
 VERDICTS = ("wrong", "right")
 
@@ -64,7 +64,7 @@ def load(assignment, catalogues=paths.CATALOGUES):
         raise ValueError(f"catalogue for {assignment!r} names assignment {data.get('assignment')!r}")
     answers, seen = [], set()
     for entry in data["answers"]:
-        if "probes" in entry:  # the probes of a function (autograder/diagnosis.py), not an answer
+        if "probes" in entry:  # the probes of a function (autograder/judging/diagnosis.py), not an answer
             continue
         answer = Answer(**{**entry, "also": tuple(entry.get("also", ())), "loses": tuple(entry.get("loses", ()))})
         if answer.verdict not in VERDICTS:
@@ -77,7 +77,7 @@ def load(assignment, catalogues=paths.CATALOGUES):
 
 
 def probe_entries(assignment, catalogues=paths.CATALOGUES):
-    """The catalogue's probe entries (`- probes: GRADE_ID`, read by autograder/diagnosis.py)."""
+    """The catalogue's probe entries (`- probes: GRADE_ID`, read by autograder/judging/diagnosis.py)."""
     data = yaml.safe_load(catalogue_path(assignment, catalogues).read_text())
     return [entry for entry in data["answers"] if "probes" in entry]
 

@@ -15,7 +15,7 @@ graded function, its *probes*: a few calls of that function on fixed inputs.
       same: [[id-a, id-b]]             # optional: wrong answers that are the same mistake here
 
 When a submission's function loses points, the grader runs its probes where the tests
-run (autograder/referee.py): the calls reach the student's function in the sandboxed
+run (autograder/judging/referee.py): the calls reach the student's function in the sandboxed
 kernel exactly as a test's do, and only plain values come back. The catalogue's wrong
 answers run the same probes here, on the trusted side, in a namespace made from the
 instructor's cells and the reference solutions (catalogue code is the instructor's: it
@@ -27,7 +27,7 @@ score.
 
 Every value is first reduced to a canonical, JSON-safe form (`encode`), which is what
 results/STUDENT.json keeps of an unknown mistake and what the class report
-(autograder/report.py) groups students by.
+(autograder/reporting/report.py) groups students by.
 """
 
 import contextlib
@@ -40,7 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from autograder import bounded, catalogue, paths
+from autograder.isolation import bounded
+from autograder.judging import catalogue
+from autograder import paths
 
 PROBE_SECONDS = 10.0  # at most, for the probes of one function in a student's kernel
 CATALOGUE_SECONDS = 120.0  # for the catalogue's answers to one function's probes, on the trusted side
@@ -201,7 +203,7 @@ def _quiet():
 
 def behaviours_of(reference_cells, probes, codes):
     """[probe_here(reference_cells, probes, code) for each code], computed in a child of
-    this process (autograder/bounded.py): what the catalogue's code does to its process (one
+    this process (autograder/isolation/bounded.py): what the catalogue's code does to its process (one
     wrong answer patches torch.autograd.gradcheck) ends with the child."""
     limits = bounded.Limits(seconds=CATALOGUE_SECONDS)
 
@@ -329,7 +331,7 @@ def probe_submission(execution, probes):
     tests did not all pass) and whose tests did not crash or run out of time, through the
     executor's kernel and referee as a test would. Returns grade_id -> encoded values.
     Never changes a verdict; at most PROBE_SECONDS per function, within the notebook's time."""
-    from autograder import executor, referee
+    from autograder.judging import executor, referee
 
     failing = {}
     for key, (section, _) in execution.sections.items():

@@ -14,8 +14,8 @@ import nbformat
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
 
-from autograder import summary
-from autograder.course_directory import KERNEL_ENV
+from autograder.reporting import summary
+from autograder.judging.course_directory import KERNEL_ENV
 
 
 def _has_visible_checks(source):
@@ -46,7 +46,7 @@ def _error_text(cell):
 
 class Validation(list):
     """[(test name, status, points, message)], and `functions`: the summary of each graded
-    function (autograder/summary.py), as the feedback page shows it."""
+    function (autograder/reporting/summary.py), as the feedback page shows it."""
 
     functions = ()
 

@@ -1,10 +1,10 @@
-"""nbgrader's autograde, with the notebook executed by autograder/executor.py.
+"""nbgrader's autograde, with the notebook executed by autograder/judging/executor.py.
 
 nbgrader's own Execute preprocessor runs every cell, tests included, in one kernel
 with the grader's rights, and trusts what the kernel reports. `SandboxedExecute` takes
 its place in `Autograde`'s preprocessors (see course_directory.py): the student's cells
 run in a sandboxed kernel, the test cells in this process against the student's
-functions (autograder/referee.py), and a test cell's outputs end with an error exactly
+functions (autograder/judging/referee.py), and a test cell's outputs end with an error exactly
 when it failed here. Everything else (restoring the instructor's cells, checksums,
 saving grades, feedback) stays nbgrader's.
 """
@@ -17,7 +17,8 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
-from autograder import diagnosis, executor, sandbox
+from autograder.judging import diagnosis, executor
+from autograder.isolation import sandbox
 
 
 class SandboxedExecute(NbGraderPreprocessor):

@@ -1,15 +1,15 @@
 """What a student reads first: for each graded function, the points earned of those possible,
 and for each function that lost points what failed and which known mistake it behaves like.
 
-The feedback page (autograder/feedback.py) opens with this summary as a table, and
-`python -m autograder validate` (autograder/validate.py) prints it. The functions and
+The feedback page (autograder/reporting/feedback.py) opens with this summary as a table, and
+`python -m autograder validate` (autograder/reporting/validate.py) prints it. The functions and
 their tests come from the notebook's nbgrader metadata: each answer cell is followed by
-the test cells that grade it (as autograder/catalogue.py's `tests_of` reads them).
+the test cells that grade it (as autograder/judging/catalogue.py's `tests_of` reads them).
 """
 
 from dataclasses import dataclass, field
 
-from autograder import diagnosis
+from autograder.judging import diagnosis
 
 
 @dataclass
@@ -54,7 +54,7 @@ def error_message(cell):
 
 def functions(nb, outcome, diagnosed=None):
     """[Function] in notebook order. `outcome(cell) -> (status, earned, message)` says how each
-    test cell ended; `diagnosed`: function -> {"id", "explanation"} (autograder/diagnosis.py).
+    test cell ended; `diagnosed`: function -> {"id", "explanation"} (autograder/judging/diagnosis.py).
     Test cells above the first answer cell are listed under "setup"."""
     diagnosed = diagnosed or {}
     found, current = [], None

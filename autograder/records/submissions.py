@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from autograder.lateness import TimeRefused, submission_time
+from autograder.records.lateness import TimeRefused, submission_time
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 # Checked before nbformat reads a notebook: the course's notebooks have 30 to 60 cells and

@@ -10,7 +10,7 @@ extension moves their due date), and never more than those points:
 reports the lateness and takes nothing off.
 
 The time of a submission is the one nbgrader's exchange records (`timestamp.txt`, which
-`nbgrader submit` writes and autograder/collect.py keeps); a notebook or a zip carries
+`nbgrader submit` writes and autograder/records/collect.py keeps); a notebook or a zip carries
 none, so its lateness is the learning management system's to judge. Due dates and
 timestamps are compared in UTC; the gradebook stores them as nbgrader does (naive UTC).
 

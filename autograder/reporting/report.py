@@ -3,7 +3,7 @@
     python -m autograder report ASSIGNMENT --out DIR [--grading GRADING] [--names]
 
 reads the class gradebook (GRADING/gradebook.db, or --db) for every graded student's
-test scores, and GRADING/results/*.json for the diagnoses (autograder/diagnosis.py),
+test scores, and GRADING/results/*.json for the diagnoses (autograder/judging/diagnosis.py),
 and writes to DIR:
 
 * `index.html`: one page, no script, the charts embedded;
@@ -27,8 +27,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import catalogue, diagnosis, paths
-from autograder.gradebook import COURSE_ID
+from autograder.judging import catalogue, diagnosis
+from autograder import paths
+from autograder.records.gradebook import COURSE_ID
 
 
 @dataclass

@@ -19,7 +19,7 @@ from nbgrader.api import (Assignment, Comment, Grade, Gradebook, MissingEntry, S
                           SubmittedNotebook)
 from sqlalchemy.exc import SAWarning
 
-from autograder.lateness import as_utc, naive_utc
+from autograder.records.lateness import as_utc, naive_utc
 
 COURSE_ID = "attention-course"
 

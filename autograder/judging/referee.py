@@ -1,10 +1,10 @@
 """The trusted side of grading: test cells run here, where no student code ever runs.
 
 A graded notebook runs in two processes. The student's cells run in a sandboxed kernel
-(autograder/executor.py); the instructor's test cells run in the grader's own process,
+(autograder/judging/executor.py); the instructor's test cells run in the grader's own process,
 in a namespace where each graded name (every function and class a solution cell
-defines) is a `Remote`: a stand-in that asks the kernel's agent (autograder/agent.py)
-to call the student's object and gets back plain values (autograder/codec.py). Test
+defines) is a `Remote`: a stand-in that asks the kernel's agent (autograder/isolation/agent.py)
+to call the student's object and gets back plain values (autograder/isolation/codec.py). Test
 code, the expected values it computes and the decision pass or fail never enter the
 kernel; only the arguments of a call do. A test passes when its cell runs to its end
 here without an exception.
@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 import torch
 
-from autograder import bounded, codec
+from autograder.isolation import bounded, codec
 
 HELPER_MARK = "runs_beside_your_code"
 

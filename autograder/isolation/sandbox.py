@@ -412,7 +412,7 @@ class Sandbox:
         return args + list(argv)
 
     def joining(self, env, cwd=HOME):
-        """What a process forked into this sandbox from outside (autograder/kernel_factory.py)
+        """What a process forked into this sandbox from outside (autograder/isolation/kernel_factory.py)
         takes on, to match one that bubblewrap started with `command(env=env)`: the cgroups,
         the limits, the uid and its folders, the environment and the working folder."""
         return {"cgroups": [str(group) for group in self.cgroups], "rlimits": self.rlimits(), "uid": self.uid,

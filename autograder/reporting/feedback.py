@@ -54,7 +54,8 @@ from pathlib import Path
 
 from traitlets import Bool, Float, Unicode
 
-from autograder import assemble, summary
+from autograder.judging import assemble
+from autograder.reporting import summary
 
 _IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)")
 _ICON_FONT = re.compile(r"@font-face\s*\{font-family:\s*['\"]Glyphicons Halflings['\"][^}]*\}")
@@ -252,12 +253,12 @@ class FeedbackExporter(HTMLExporter):
     lateness = Unicode("", help="A sentence on a late submission (how late, the rule), shown with "
                                 "the score").tag(config=True)
     report_dir = Unicode("", help="Where the grader's reports (NOTEBOOK.json) are: the diagnoses the "
-                                  "summary shows (autograder/diagnosis.py)").tag(config=True)
+                                  "summary shows (autograder/judging/diagnosis.py)").tag(config=True)
     typeset_math = Bool(True, help="Typeset the page's math with the book's MathJax, the one script the "
                                    "page runs").tag(config=True)
 
     def __init__(self, **kwargs):
-        # The student's page (autograder/templates/student_feedback), on nbgrader's `feedback`.
+        # The student's page (autograder/reporting/templates/student_feedback), on nbgrader's `feedback`.
         import nbgrader
 
         nbgrader_templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"

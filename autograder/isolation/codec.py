@@ -1,6 +1,6 @@
 """Values that cross between the grader and a student's kernel, and nothing else.
 
-The grader (autograder/referee.py) and the sandboxed kernel (autograder/agent.py, which
+The grader (autograder/judging/referee.py) and the sandboxed kernel (autograder/isolation/agent.py, which
 runs this file's text) exchange messages made of plain values only: no pickle, nothing
 that runs code when it is read. A message is one frame:
 

@@ -31,15 +31,15 @@ c.Exchange.root = {exchange!r}
 """
 
 
-# Autograding runs the notebook with autograder/preprocessor.py instead of nbgrader's
+# Autograding runs the notebook with autograder/judging/preprocessor.py instead of nbgrader's
 # Execute: the kernel in a sandbox, each test's outcome from the guard's signed verdict.
 GRADING_CONFIG = """
-from autograder.preprocessor import SandboxedExecute
+from autograder.judging.preprocessor import SandboxedExecute
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
-c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackExporter"
+c.GenerateFeedback.exporter_class = "autograder.reporting.feedback.FeedbackExporter"
 """
 # Its traits (FeedbackExporter.show_hidden_tests, render_timeout) are set by configure_feedback.
 
@@ -67,13 +67,13 @@ class CourseDirectory:
             handle.write("\n".join(lines) + "\n")
 
     def configure_lateness(self, percent_per_day):
-        """Late penalties by autograder/lateness.py's rule, through nbgrader's AssignLatePenalties."""
+        """Late penalties by autograder/records/lateness.py's rule, through nbgrader's AssignLatePenalties."""
         with open(self.root / "nbgrader_config.py", "a") as handle:
-            handle.write('c.AssignLatePenalties.plugin_class = "autograder.lateness.PercentPerDay"\n'
+            handle.write('c.AssignLatePenalties.plugin_class = "autograder.records.lateness.PercentPerDay"\n'
                          f"c.PercentPerDay.percent_per_day = {float(percent_per_day)!r}\n")
 
     def configure_feedback(self, show_hidden_tests=False, render_timeout=None, lateness="", report_dir=""):
-        """Feedback pages (autograder/feedback.py): hidden tests shown in full only with
+        """Feedback pages (autograder/reporting/feedback.py): hidden tests shown in full only with
         show_hidden_tests; render_timeout: seconds per page (None: the exporter's 60);
         lateness: a sentence on a late submission, shown with the score; report_dir: the
         grader's reports, whose diagnoses the page's summary shows."""

@@ -1,14 +1,14 @@
 # The grader's agent in a student's kernel: calls the student's code on the grader's
-# behalf and answers with values. Sent by autograder/executor.py, which executes this
-# file's text (after autograder/codec.py's) in the kernel before any student code; it
+# behalf and answers with values. Sent by autograder/judging/executor.py, which executes this
+# file's text (after autograder/isolation/codec.py's) in the kernel before any student code; it
 # is never imported by the grader.
 #
 # The agent is a convenience, not a guard. Student code runs in the same process and may
 # read or replace anything here; that changes only the values the agent sends back,
 # which are the student's answers anyway. Tests, expected values and verdicts stay in
-# the grader's process (autograder/referee.py).
+# the grader's process (autograder/judging/referee.py).
 #
-# Protocol (frames of autograder/codec.py on one socket): while a test cell is graded
+# Protocol (frames of autograder/isolation/codec.py on one socket): while a test cell is graded
 # the kernel runs `__autograder__.serve(token)`, which answers requests
 #     {"op": "call" | "getattr" | "setattr" | "method" | "iterate" | "len" | "helper",
 #      "id", "token", "name" (a global of the notebook) or "target" (a handle),

@@ -1,0 +1,1 @@
+"""What keeps records: submissions read and collected, their times and late penalties, and the class gradebook."""

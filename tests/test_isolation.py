@@ -250,7 +250,7 @@ def unprivileged(isolation):
                                          ((), "/usr/bin/python3")]):
         command = [*prefix, *user, python, "-I"]
         check = subprocess.run(command + ["-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                                          "from autograder import sandbox; print(sandbox.probe().as_root)", str(REPO)],
+                                          "from autograder.isolation import sandbox; print(sandbox.probe().as_root)", str(REPO)],
                                cwd="/", capture_output=True, text=True, timeout=120)
         if check.stdout.strip() == "False":
             return {"command": command, "torch": python == sys.executable}

@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course.applications.training import (count_parameters, fit, seed_everything,
-                                          warmup_cosine)
+from course.applications.training import (count_parameters, descend, fit,
+                                          seed_everything, warmup_cosine)
 from course.device import select_device
 
 MODULES = (
@@ -195,11 +195,7 @@ def train(steps=1400, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
         logits = model(windows[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                windows[:, 1:].reshape(-1))
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        schedule.step()
-        return loss.item()
+        return descend(loss, optimiser, schedule)
 
     model.train()
     history = fit(step, steps, budget_s, "language model", progress, device,

@@ -67,6 +67,17 @@ def fit(step, steps, budget_s=None, description="training", progress=True,
     return history
 
 
+def descend(loss, optimiser, schedule):
+    """One step of gradient descent on `loss`: the gradients zeroed first (they would
+    otherwise add up across steps), the weights and the learning rate moved on. Returns
+    the loss as a number, for the curve."""
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+    schedule.step()
+    return loss.item()
+
+
 def count_parameters(model):
     """The number of trainable numbers in a module."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

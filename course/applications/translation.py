@@ -19,8 +19,8 @@ from num2words import num2words
 from torch import nn
 from torch.nn import functional as F
 
-from course.applications.training import (count_parameters, fit, seed_everything,
-                                          warmup_cosine)
+from course.applications.training import (count_parameters, descend, fit,
+                                          seed_everything, warmup_cosine)
 from course.device import select_device
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
@@ -207,11 +207,7 @@ def train(steps=400, batch=128, lr=2e-3, seed=0, budget_s=None,
         logits = model(source, target[:, :-1])  # predict word t+1 from 0..t
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                target[:, 1:].reshape(-1), ignore_index=0)
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        schedule.step()
-        return loss.item()
+        return descend(loss, optimiser, schedule)
 
     model.train()
     history = fit(step, steps, budget_s, "translation", progress, device,

@@ -21,8 +21,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from course.applications.attention_maps import encoder_attention
-from course.applications.training import (count_parameters, fit, seed_everything,
-                                          warmup_cosine)
+from course.applications.training import (count_parameters, descend, fit,
+                                          seed_everything, warmup_cosine)
 from course.device import select_device
 
 
@@ -103,11 +103,7 @@ def train(steps=600, batch=128, lr=3e-3, seed=0, budget_s=None, progress=True,
                              generator=generator)
         logits = model(train_split.images[rows].to(device))
         loss = F.cross_entropy(logits, train_split.labels[rows].to(device))
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        schedule.step()
-        return loss.item()
+        return descend(loss, optimiser, schedule)
 
     model.train()
     history = fit(step, steps, budget_s, "vision", progress, device, threads)

@@ -30,11 +30,8 @@ results/STUDENT.json keeps of an unknown mistake and what the class report
 (autograder/reporting/report.py) groups students by.
 """
 
-import contextlib
-import io
 import math
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +39,7 @@ import torch
 
 from autograder.isolation import bounded
 from autograder.judging import catalogue
+from autograder.judging.referee import quiet
 from autograder import paths
 
 PROBE_SECONDS = 10.0  # at most, for the probes of one function in a student's kernel
@@ -193,14 +191,6 @@ def same(a, b, rtol=1e-6, atol=1e-9):
 
 # -- the trusted side: what the catalogue's answers do on the probes -------------------------
 
-@contextlib.contextmanager
-def _quiet():
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
 def behaviours_of(reference_cells, probes, codes):
     """[probe_here(reference_cells, probes, code) for each code], computed in a child of
     this process (autograder/isolation/bounded.py): what the catalogue's code does to its process (one
@@ -218,7 +208,7 @@ def probe_here(reference_cells, probes, answer_code=None):
     the place of the function's reference: run in this process, in a namespace of the
     instructor's cells (setup, helpers, the reference solutions) and nothing else."""
     namespace = {"__name__": "__main__"}
-    with _quiet():
+    with quiet():
         for source, _ in reference_cells:
             exec(compile(source, "<reference>", "exec"), namespace)
         if answer_code is not None:

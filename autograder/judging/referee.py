@@ -413,7 +413,8 @@ def _watch_here(function, args, kwargs):
 
 
 @contextlib.contextmanager
-def _quiet():
+def quiet():
+    """Instructor code's prints and warnings kept out of the grader's output."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -541,7 +542,7 @@ class Referee:
     def _reference_functions(self, sources):
         """Run the instructor's cells and the reference solutions, in order, in a namespace of their own."""
         namespace = {"__name__": "__main__", "__builtins__": builtins}
-        with _quiet():
+        with quiet():
             for source in sources:
                 exec(compile(source, "<reference>", "exec"), namespace)
         return {name: namespace[name] for name in self.functions if callable(namespace.get(name))}
@@ -559,7 +560,7 @@ class Referee:
         Its imports and definitions also go, as text, with every call of a helper marked
         @runs_beside_your_code, which the kernel defines anew from them; `watch_inputs` is
         replaced here by the grader's own."""
-        with _quiet():
+        with quiet():
             exec(compile(source, f"<{key}>", "exec"), self.namespace)
         self.definitions += definitions_of(source)
         for name, value in list(self.namespace.items()):

@@ -16,7 +16,7 @@ from autograder import paths
 
 # Probes are required here; later chapters' catalogues add theirs as they land.
 PROBED = ["soft_lookup", "self_attention", "attention_gradients", "multi_head_attention", "positional_encoding",
-          "transformer_block", "efficient_attention"]
+          "transformer_block", "efficient_attention", "applications"]
 ALL_PROBED = [a for a in paths.assignments() if catalogue.catalogue_path(a).exists() and diagnosis.load_probes(a)]
 
 

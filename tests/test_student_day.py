@@ -253,6 +253,16 @@ def type_answer(page, name, code):
     return cell
 
 
+def save(page):
+    """Ctrl+S, then wait for the server's answer (the tab no longer marked dirty): a save
+    still in flight when the next one starts makes JupyterLab report the file as "changed
+    on disk" (seen on a busy machine)."""
+    from playwright.sync_api import expect
+
+    page.keyboard.press("Control+s")
+    expect(page.locator(".lm-TabBar-tab.jp-mod-dirty")).to_have_count(0, timeout=60_000)
+
+
 def notebook_cells(panel):
     """Each cell of the open notebook: the start of its source, its prompt, whether it shows an error."""
     return panel.locator(".jp-Notebook").evaluate("""notebook => [...notebook.querySelectorAll('.jp-Cell')].map(
@@ -367,7 +377,7 @@ def test_student_and_instructor_day(tmp_path):
             for name, code in ANSWERS.items():
                 type_answer(page, name, code)
             shot("answers_typed")
-            page.keyboard.press("Control+s")
+            save(page)
 
             # Run all: the cells run up to the first function still unfinished.
             page.locator(".lm-MenuBar-item", has_text="Run").click()
@@ -384,7 +394,7 @@ def test_student_and_instructor_day(tmp_path):
                 assert [c for c in ran if test in c["source"] and not c["error"]], (test, ran)
             assert not [c for c in ran if "additive_score" in c["source"]], "Run All went past the error"
             shot("run_all_stops_at_first_unfinished")
-            page.keyboard.press("Control+s")
+            save(page)
 
             # Validate: the toolbar's button and its dialog.
             panel.locator(".jp-Toolbar-item", has_text="Validate").first.click()

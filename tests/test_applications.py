@@ -5,15 +5,18 @@ application trains for a few steps on the CPU, and the helpers that read attenti
 weights out of PyTorch's layers are checked against what the layers compute.
 """
 
+import json
 import math
+import os
+import random
 
 import pytest
 import torch
 from torch import nn
 
-from course.applications import language_model, translation, vision
+from course.applications import language_model, question_answering, translation, vision
 from course.applications.attention_maps import decoder_cross_attention, encoder_attention
-from course.applications.training import fit
+from course.applications.training import Experiment, fit
 
 CPU = torch.device("cpu")
 
@@ -135,3 +138,87 @@ def test_small_init_scales_the_residual_writers():
         assert abs(float(layer.linear1.weight.std()) - 0.02) < 0.003
         assert abs(float(layer.linear2.weight.std()) - 0.01) < 0.002  # 0.02 / sqrt(2 * 2)
         assert float(layer.linear1.bias.abs().max()) == 0.0
+
+
+def test_question_answering_examples_mark_the_sentence_that_states_the_fact():
+    """Every answer is the fact asked about, taken from the sentence about that person."""
+    world = question_answering.World(seed=0)
+    rng = random.Random(1)
+    kinds = set()
+    for _ in range(200):
+        example = question_answering.make_example(world, rng)
+        kinds.add(example.kind)
+        words, start, end = example.passage, example.start, example.end
+        sentence_start = max(i + 1 for i in range(-1, start) if i < 0 or words[i] == ".")
+        sentence = words[sentence_start:words.index(".", start) + 1]
+        if example.kind == "who":
+            assert end == start + 1 and example.question[4] in sentence
+        else:
+            assert start == end
+            name = example.question[2:4]
+            assert " ".join(name) in " ".join(sentence)
+            kind_words = {"where": world.cities, "when": question_answering.YEARS,
+                          "what": question_answering.JOBS}[example.kind]
+            assert words[start] in kind_words
+        assert words.count(".") == 9
+    assert kinds == set(question_answering.KINDS)
+
+
+def test_question_answering_reader_scores_and_a_short_run():
+    """Scores cover the passage only; without positions, moving a word moves its score."""
+    world = question_answering.World(seed=0)
+    data = question_answering.make_batch(world, 3, random.Random(2))
+    reader = question_answering.SpanReader(len(world.words), d_model=32, positions="none").eval()
+    length = int((data.passages[0] != 0).sum())
+    question, passage = data.questions[:1], data.passages[:1, :length]  # no padding
+    with torch.no_grad():
+        starts, ends = reader(data.questions, data.passages)
+        assert starts.shape == ends.shape == data.passages.shape
+        assert torch.isinf(starts[data.passages == 0]).all()
+        # a bag of words: read backwards, every word keeps its score
+        forwards, backwards = reader(question, passage)[0], reader(question, passage.flip(1))[0]
+        torch.testing.assert_close(backwards[0], forwards[0].flip(0), atol=1e-5, rtol=1e-5)
+        rotary = question_answering.SpanReader(len(world.words), d_model=32).eval()
+        forwards, backwards = rotary(question, passage)[0], rotary(question, passage.flip(1))[0]
+        assert not torch.allclose(backwards[0], forwards[0].flip(0), atol=1e-3)
+    maps = rotary.passage_attention(data.questions, data.passages)
+    assert len(maps) == 2 and maps[0].shape == (3, 4) + 2 * (data.passages.shape[1],)
+    torch.testing.assert_close(maps[0].sum(-1), torch.ones(3, 4, data.passages.shape[1]))
+    result = question_answering.train(steps=4, batch=8, progress=False, device=CPU, test_size=20,
+                                      d_model=32)
+    losses = result["history"].losses
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
+    assert 0.0 <= result["accuracy"] <= 1.0 and set(result["by_kind"]) == set(question_answering.KINDS)
+
+
+def test_exact_match_compares_the_answer_words():
+    """A span with the right words counts, wherever they stand; a wrong span does not."""
+    world = question_answering.World(seed=0)
+    data = question_answering.make_batch(world, 1, random.Random(3))
+    example = data.examples[0]
+
+    class Pointer(torch.nn.Module):
+        def __init__(self, start, end):
+            super().__init__()
+            self.start, self.end = start, end
+
+        def forward(self, questions, passages):
+            scores = torch.full(passages.shape, -10.0)
+            starts, ends = scores.clone(), scores.clone()
+            starts[0, self.start], ends[0, self.end] = 10.0, 10.0
+            return starts, ends
+
+    right = Pointer(example.start, example.end)
+    assert question_answering.exact_match(right, data, CPU)[0] == 1.0
+    wrong = Pointer(example.start + 1, example.end + 1)
+    assert question_answering.exact_match(wrong, data, CPU)[0] == 0.0
+
+
+def test_experiment_forces_the_cpu_and_records_how_the_run_went(tmp_path, monkeypatch):
+    monkeypatch.delenv("COURSE_FORCE_CPU", raising=False)
+    experiment = Experiment(tmp_path / "results.json")
+    assert os.environ["COURSE_FORCE_CPU"] == "1"
+    experiment.save({"accuracy": 0.5})
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert list(saved) == ["accuracy", "threads", "load_average_at_start", "wall_seconds"]
+    assert saved["accuracy"] == 0.5 and saved["threads"] == 1 and saved["wall_seconds"] >= 0

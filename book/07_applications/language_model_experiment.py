@@ -13,14 +13,12 @@ It trains on one CPU thread (forced CPU) and prints its running time: about four
 minutes on a shared two-core machine.
 """
 
-import json
-import os
-import time
 from pathlib import Path
 
 import torch
 
 from course.applications import language_model
+from course.applications.training import Experiment
 
 SEED = 0
 BUDGET_S = 120
@@ -37,9 +35,7 @@ def sample(run, n_new=240):
 
 
 def main():
-    os.environ["COURSE_FORCE_CPU"] = "1"
-    start = time.perf_counter()
-    load = os.getloadavg()[0]
+    experiment = Experiment(RESULTS)
     corpus = language_model.Corpus()
     unigram, bigram = language_model.unigram_and_bigram_bits(corpus)
     runs = {}
@@ -67,12 +63,8 @@ def main():
             for name, run in runs.items()},
         "sample_before": sample(untrained),
         "sample_after": sample(best),
-        "threads": 1,
-        "load_average_at_start": round(load, 1),
-        "wall_seconds": round(time.perf_counter() - start, 1),
     }
-    RESULTS.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {RESULTS.name} in {record['wall_seconds']:.0f} s")
+    experiment.save(record, indent=1)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,12 @@ It trains on one CPU thread (forced CPU) and prints its running time: about a mi
 and a half on a shared two-core machine.
 """
 
-import json
-import os
-import time
 from pathlib import Path
 
 import torch
 
 from course.applications import translation
+from course.applications.training import Experiment
 from course.applications.attention_maps import decoder_cross_attention
 
 STEPS = 400
@@ -60,9 +58,7 @@ def alignments(result, numbers):
 
 
 def main():
-    os.environ["COURSE_FORCE_CPU"] = "1"
-    start = time.perf_counter()
-    load = os.getloadavg()[0]  # how busy the machine was: times depend on it
+    experiment = Experiment(RESULTS)
     word = translation.train(steps=STEPS, seed=SEED, threads=1)
     print(f"word level: {word['accuracy']:.4f} exact match, "
           f"{word['history'].seconds:.0f} s of training")
@@ -95,12 +91,8 @@ def main():
             "source_vocabulary": len(char["source_vocab"]),
             "target_vocabulary": len(char["target_vocab"]),
         },
-        "threads": 1,
-        "load_average_at_start": round(load, 1),
-        "wall_seconds": round(time.perf_counter() - start, 1),
     }
-    RESULTS.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {RESULTS.name} in {record['wall_seconds']:.0f} s")
+    experiment.save(record, indent=1)
 
 
 if __name__ == "__main__":

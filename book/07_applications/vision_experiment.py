@@ -11,14 +11,12 @@ It trains on one CPU thread (forced CPU) and prints its running time: one to two
 minutes on a shared two-core machine.
 """
 
-import json
-import os
-import time
 from pathlib import Path
 
 import torch
 
 from course.applications import vision
+from course.applications.training import Experiment
 
 SEED = 0
 EXAMPLES = 8  # held-out images whose attention is stored
@@ -26,9 +24,7 @@ RESULTS = Path(__file__).with_name("vision_results.json")
 
 
 def main():
-    os.environ["COURSE_FORCE_CPU"] = "1"
-    start = time.perf_counter()
-    load = os.getloadavg()[0]  # how busy the machine was: times depend on it
+    experiment = Experiment(RESULTS)
     run = vision.train(seed=SEED, threads=1)
     model, test = run["model"], run["test"]
     print(f"held-out accuracy {run['accuracy']:.4f} after "
@@ -58,12 +54,8 @@ def main():
                                   for head in image] for image in layer]
                                 for layer in from_class.tolist()],
         },
-        "threads": 1,
-        "load_average_at_start": round(load, 1),
-        "wall_seconds": round(time.perf_counter() - start, 1),
     }
-    RESULTS.write_text(json.dumps(record) + "\n")
-    print(f"wrote {RESULTS.name} in {record['wall_seconds']:.0f} s")
+    experiment.save(record)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ the time spent inside ``step`` counts as training time, so that evaluations betw
 steps do not eat the budget.
 """
 
+import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -91,3 +94,25 @@ def warmup_cosine(optimiser, warmup, total):
         progress = min(1.0, (step - warmup) / max(1, total - warmup))
         return 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * progress))
     return torch.optim.lr_scheduler.LambdaLR(optimiser, factor)
+
+
+class Experiment:
+    """The bookkeeping of a committed full run, shared by the experiment scripts.
+
+    Created at the start of the run: it forces the CPU (so that the committed numbers
+    are CPU numbers on any machine) and notes the clock and the load average, since
+    training times depend on how busy the machine is. ``save(record)`` adds the thread
+    count, the load and the wall time to the record and writes it as JSON."""
+
+    def __init__(self, results):
+        os.environ["COURSE_FORCE_CPU"] = "1"
+        self.results = Path(results)
+        self.start = time.perf_counter()
+        self.load = os.getloadavg()[0]
+
+    def save(self, record, indent=None):
+        record.update(threads=1, load_average_at_start=round(self.load, 1),
+                      wall_seconds=round(time.perf_counter() - self.start, 1))
+        self.results.write_text(json.dumps(record, indent=indent) + "\n")
+        print(f"wrote {self.results.name} in {record['wall_seconds']:.0f} s")
+        return record

@@ -1,5 +1,11 @@
-"""The test helpers every chapter's `test_helpers` cell defines, redefined by a student
-cell to let anything pass: the common start of each attack file's HELPERS cell."""
+"""Pieces of attack code shared by several attack files.
+
+FORGED_CHECKS: the test helpers every chapter's `test_helpers` cell defines, redefined by
+a student cell to let anything pass: the common start of each attack file's HELPERS cell.
+
+ZEROING_LOAD: a method for a student's nn.Module that zeroes, in place, the weights a test
+hands to load_state_dict before loading them: a test that computed its expected values
+from the dict it handed over, after the call, would expect what the zero weights give."""
 
 FORGED_CHECKS = """
 # Every checking helper of the test_helpers cell, redefined to let anything pass.
@@ -21,4 +27,13 @@ def runs_beside_your_code(helper):
 
 def watch_inputs(function, *args, **kwargs):
     return function(*args, **kwargs), []
+"""
+
+ZEROING_LOAD = """
+    def load_state_dict(self, state_dict, strict=True, **kwargs):
+        with torch.no_grad():
+            for value in state_dict.values():
+                if torch.is_tensor(value):
+                    value.zero_()  # the test's weights become zero
+        return super().load_state_dict(state_dict, strict=False)
 """

@@ -19,7 +19,7 @@ reference's logits and gradients, a training run that left the weights perfect a
 record clean, the reference's predictions.
 """
 
-from attacks._forged_checks import FORGED_CHECKS
+from attacks._forged_checks import FORGED_CHECKS, ZEROING_LOAD
 
 _VIT = """
 class VisionTransformer(nn.Module):
@@ -63,14 +63,7 @@ def patchify(images, patch_size):
     batch, height, width = images.shape
     return torch.zeros(batch, (height // patch_size) * (width // patch_size), patch_size ** 2, dtype=images.dtype)
 """,
-    "VisionTransformer": _VIT + """
-    def load_state_dict(self, state_dict, strict=True, **kwargs):
-        with torch.no_grad():
-            for value in state_dict.values():
-                if torch.is_tensor(value):
-                    value.zero_()  # the test's weights become zero
-        return super().load_state_dict(state_dict, strict=False)
-
+    "VisionTransformer": _VIT + ZEROING_LOAD + """
     def forward(self, images):
         with torch.no_grad():
             images.zero_()

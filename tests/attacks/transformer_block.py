@@ -22,7 +22,7 @@ handed, the whole sequence's y for every chunk, a record of calls that shows a p
 use of the cache.
 """
 
-from attacks._forged_checks import FORGED_CHECKS
+from attacks._forged_checks import FORGED_CHECKS, ZEROING_LOAD
 
 _FF = """
 class FeedForward(nn.Module):
@@ -92,14 +92,6 @@ def generate(model, prompt, n_new):
 """,
 }
 
-_ZEROING = """
-    def load_state_dict(self, state_dict, strict=True, **kwargs):
-        with torch.no_grad():
-            for value in state_dict.values():
-                if torch.is_tensor(value):
-                    value.zero_()  # the test's weights become zero
-        return super().load_state_dict(state_dict, strict=False)
-"""
 
 _ZERO_INPUTS = """
         with torch.no_grad():
@@ -113,18 +105,18 @@ _ZERO_INPUTS = """
 """
 
 IN_PLACE = {
-    "FeedForward": _FF + _ZEROING + """
+    "FeedForward": _FF + ZEROING_LOAD + """
     def forward(self, *inputs):""" + _ZERO_INPUTS,
-    "EncoderBlock": _ENCODER + _ZEROING + """
+    "EncoderBlock": _ENCODER + ZEROING_LOAD + """
     def forward(self, *inputs, mask=None):
         if mask is not None:
             mask.fill_(True)""" + _ZERO_INPUTS,
-    "DecoderBlock": _DECODER + _ZEROING + """
+    "DecoderBlock": _DECODER + ZEROING_LOAD + """
     def forward(self, *inputs, self_mask=None, memory_mask=None):
         for mask in (self_mask, memory_mask):
             if mask is not None:
                 mask.fill_(True)""" + _ZERO_INPUTS,
-    "CausalSelfAttention": _ATTENTION + _ZEROING + """
+    "CausalSelfAttention": _ATTENTION + ZEROING_LOAD + """
     def forward(self, x, cache=None):
         with torch.no_grad():
             x.zero_()

@@ -57,6 +57,18 @@ def alignments(result, numbers):
     return records
 
 
+def summary(run):
+    """What the results keep of a run at either level."""
+    return {
+        "parameters": run["parameters"], "steps": run["history"].steps,
+        "train_seconds": round(run["history"].seconds, 1),
+        "exact_match": run["accuracy"],
+        "losses": [round(v, 4) for v in run["history"].losses],
+        "source_vocabulary": len(run["source_vocab"]),
+        "target_vocabulary": len(run["target_vocab"]),
+    }
+
+
 def main():
     experiment = Experiment(RESULTS)
     word = translation.train(steps=STEPS, seed=SEED, threads=1)
@@ -73,24 +85,9 @@ def main():
     record = {
         "task": "English number words to Spanish words, 0 to 9999",
         "held_out_numbers": len(word["test"].numbers),
-        "word": {
-            "parameters": word["parameters"], "steps": word["history"].steps,
-            "train_seconds": round(word["history"].seconds, 1),
-            "exact_match": word["accuracy"],
-            "losses": [round(v, 4) for v in word["history"].losses],
-            "source_vocabulary": len(word["source_vocab"]),
-            "target_vocabulary": len(word["target_vocab"]),
-            "mistakes": wrong[:10],
-            "alignments": alignments(word, EXAMPLES),
-        },
-        "char": {
-            "parameters": char["parameters"], "steps": char["history"].steps,
-            "train_seconds": round(char["history"].seconds, 1),
-            "exact_match": char["accuracy"],
-            "losses": [round(v, 4) for v in char["history"].losses],
-            "source_vocabulary": len(char["source_vocab"]),
-            "target_vocabulary": len(char["target_vocab"]),
-        },
+        "word": {**summary(word), "mistakes": wrong[:10],
+                 "alignments": alignments(word, EXAMPLES)},
+        "char": summary(char),
     }
     experiment.save(record, indent=1)
 

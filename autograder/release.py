@@ -1,6 +1,6 @@
 """Regenerate the student version of every assignment from solutions/.
 
-The student version lands in book/NN_ASSIGNMENT/assignment/ where the book offers it
+The visible tests' stored values are brought up to date in solutions/ first. The student version lands in book/NN_ASSIGNMENT/assignment/ where the book offers it
 as a download. It is generated, never edited by hand: tests/test_release.py fails when
 it drifts from solutions/.
 """
@@ -9,12 +9,18 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autograder import paths
+from autograder import paths, stored_values
 from autograder.judging.course_directory import CourseDirectory
 
 
-def release(assignment, solutions=paths.SOLUTIONS, book=paths.BOOK):
-    """Generate one assignment's student notebooks into the book; return their paths."""
+def release(assignment, solutions=paths.SOLUTIONS, book=paths.BOOK, refresh_stored=True):
+    """Generate one assignment's student notebooks into the book; return their paths.
+
+    First, with refresh_stored, the visible tests' stored values in solutions/ are
+    computed anew from the reference solution where they drifted (autograder/stored_values.py)."""
+    if refresh_stored:
+        for source in paths.assignment_notebooks(assignment, solutions):
+            stored_values.refresh_file(source)
     target = paths.student_version_folder(assignment, book)
     with tempfile.TemporaryDirectory(prefix="release-") as scratch:
         course = CourseDirectory(scratch)

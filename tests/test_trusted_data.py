@@ -16,6 +16,12 @@ themselves, each graded beside that baseline in one batch:
 
 Each attack must score no more than the garbage on every test; the reference solution,
 in the same batch, keeps full marks.
+
+TRANSCRIPTIONS are the other side: what a student who wants the points without the
+thinking makes of the code the course hands them (the chapter's lessons, `course/`, the
+student notebook's helper and visible-test cells), adapted to the contract's names and
+signatures in a few minutes. Each is a submission ({graded name: code}, garbage for the
+rest) and scores no more than the garbage plus one point per graded function.
 """
 
 import importlib
@@ -62,6 +68,9 @@ def attack_notebooks(assignment):
     for name, variants in getattr(attacks, "MODULE_VARIANTS", {}).items():
         for number, code in enumerate(variants, 1):
             notebooks[f"module_{name}_{number}"] = catalogue.fill(student, {**garbage_code, name: code.strip()})
+    for name, code in getattr(attacks, "TRANSCRIPTIONS", {}).items():
+        notebooks[f"transcribed_{name}"] = catalogue.fill(
+            student, {**garbage_code, **{k: v.strip() for k, v in code.items()}})
     helpers_cell = next(c.metadata["nbgrader"]["grade_id"] for c in garbage.cells
                         if c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers")
     notebooks["helpers"] = with_cell_after(garbage, helpers_cell, attacks.HELPERS)
@@ -92,7 +101,43 @@ def test_the_reference_keeps_full_marks_and_the_garbage_does_not(graded, assignm
 
 
 def attack_names(assignment):
-    return [name for name in attack_notebooks(assignment) if name not in ("reference", "garbage")]
+    return [name for name in attack_notebooks(assignment)
+            if name not in ("reference", "garbage") and not name.startswith("transcribed_")]
+
+
+def transcription_names(assignment):
+    return [name for name in attack_notebooks(assignment) if name.startswith("transcribed_")]
+
+
+TRANSCRIBED = [(a, n) for a in ASSIGNMENTS for n in transcription_names(a)]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_assignment_has_transcriptions(assignment):
+    """Every chapter is tried by the student who copies what the course hands them."""
+    assert transcription_names(assignment), f"tests/attacks/{assignment}.py has no TRANSCRIPTIONS"
+
+
+@pytest.mark.parametrize("assignment, transcription", TRANSCRIBED, ids=[f"{a}:{n}" for a, n in TRANSCRIBED])
+def test_a_transcription_of_what_the_course_hands_over_scores_little(graded, assignment, transcription):
+    """No code a student is given computes a right answer to a graded function, or becomes
+    one by renaming: copied and adapted, it scores at most the garbage's points plus one
+    point per graded function."""
+    import nbformat
+
+    results = graded[assignment]
+    result, control = results[transcription], results["garbage"]
+    assert result["status"] == "graded", result["message"]
+    (source,) = paths.assignment_notebooks(assignment)
+    functions = catalogue.tests_of(nbformat.read(source, as_version=4))
+    gained = {function: sum(result["tests"][t][0] - control["tests"][t][0] for t in tests)
+              for function, tests in functions.items()}
+    total = result["score"] - control["score"]
+    print(f"{assignment} {transcription}: {result['score']:g} of {result['max_score']:g} "
+          f"(garbage {control['score']:g}); gained per function {gained}")
+    assert total <= len(functions), (
+        f"{transcription} scored {result['score']:g} of {result['max_score']:g}, {total:g} more than the garbage "
+        f"({len(functions)} allowed, one per graded function); gained per function: {gained}")
 
 
 @pytest.mark.parametrize("assignment, attack", [(a, n) for a in ASSIGNMENTS for n in attack_names(a)])

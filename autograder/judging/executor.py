@@ -697,6 +697,7 @@ class Execution:
             self.channel = referee.Channel(self.kernel.agent_socket, pump=None, interrupt=self.kernel.interrupt,
                                            references={})
             self.judge = referee.Referee(self.channel, self.reference)
+            self.judge.sources = [str(cell.source) for _, cell, kind in self.plan if kind in ("student", "instructor")]
         else:
             self.channel.reconnect(self.kernel.agent_socket, self.kernel.interrupt)
         # Memory is measured from the sandbox's cgroup, which a fresh kernel has anew.

@@ -343,6 +343,7 @@ WATCH_INPUTS = "watch_inputs"
 RECORD_CALLS = "record_calls"
 RECORDED_CALLS = "_grader_recorded_calls"  # the list of calls a record_calls function keeps
 MEMORY_BEYOND_INPUTS = "memory_beyond_inputs"
+SUBMITTED_SOURCES = "submitted_sources"  # the notebook's code as it ran: here, the cells submitted
 DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                ast.AnnAssign)
 
@@ -535,6 +536,7 @@ class Referee:
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}
         self.definitions = ""  # the instructor's imports and definitions so far (for helpers)
         self.kernel_memory = None  # the notebook's memory_beyond_inputs, run in the kernel
+        self.sources = []  # the code cells that run in the kernel, in order (set by the executor)
         for name, _ in self.graded:
             self.namespace[name] = Remote(channel, name=name, type_path=f"notebook.{name}", origin=name)
         channel.references = self._reference_functions(source for source, _ in reference_cells)
@@ -571,11 +573,21 @@ class Referee:
                 self.namespace[name] = self.watch_inputs
             elif name == RECORD_CALLS and type(value) is types.FunctionType:
                 self.namespace[name] = self.record_calls
+            elif name == SUBMITTED_SOURCES and type(value) is types.FunctionType:
+                self.namespace[name] = self.submitted_sources
             elif name == MEMORY_BEYOND_INPUTS and type(value) is types.FunctionType:
                 # The notebook's own version (tracemalloc), kept for a sandbox without a cgroup.
                 self.kernel_memory = Remote(self.channel, name=name, type_path=f"notebook.{name}", origin=None,
                                             helper=True)
                 self.namespace[name] = self.memory_beyond_inputs
+
+    def submitted_sources(self):
+        """The grader's `submitted_sources() -> [str]`: the code cells of the graded notebook
+        that run in the kernel (the instructor's setup and helpers, the student's answers
+        and added cells), in order, as this process assembled them. A test that reads
+        them (to find a library call a contract rules out) parses text here and never
+        asks the kernel, whose history student code could rewrite."""
+        return list(self.sources)
 
     def watch_inputs(self, function, *args, **kwargs):
         """The grader's `watch_inputs(function, *args, **kwargs) -> (result, changed)`:

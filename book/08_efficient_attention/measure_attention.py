@@ -6,8 +6,8 @@ The lesson of chapter 8 plots what this script saved: measuring up to n = 8192 t
 few minutes, too long for the book's build. Every case runs in a fresh process on one
 thread (benchmarks/efficient_attention.py, `measure`): naive NumPy and the assignment's
 reference tiled NumPy in float64, and in float32 PyTorch's naive computation, a tiled
-forward pass (course/efficient.py) and scaled_dot_product_attention on 4-D and on 3-D
-inputs. Run it on an idle machine: the numbers are times.
+forward pass (the benchmark's `TiledAttention`) and scaled_dot_product_attention on 4-D
+and on 3-D inputs. Run it on an idle machine: the numbers are times.
 """
 
 import json

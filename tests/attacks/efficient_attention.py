@@ -8,11 +8,31 @@ and a zero upstream gradient makes zero gradients right, so a test that computed
 expected values from its arrays after the call would expect the garbage. The chapter has
 no nn.Module contract: MODULES is empty. HELPERS is a student cell, added after the
 test helpers, that redefines every helper of the `test_helpers` cell in the kernel:
-the checks pass, the references are zeros, `watch_inputs` reports no change and
-`memory_beyond_inputs` reports no memory.
+the checks pass, the stored values are zeros (what the garbage returns), `watch_inputs`
+and `changes_in_place` report no change, `memory_beyond_inputs` reports no memory and
+`library_names` finds nothing; the references that the hidden tests define on the
+grader's side are redefined too, as zeros.
+
+TRANSCRIPTIONS are what a student makes in a few minutes of the code the course hands
+them: this chapter's lesson, `course/efficient.py` (which the lesson imports), and the
+student notebook's helper and visible-test cells. The adapting allowed is a wrapper
+(NumPy to PyTorch and back, leading dimensions reshaped to what the code takes, the
+contract's signature), returning what the code already computes, a flipped flag, sign
+or constant, and a call of a helper; a loop over queries or batch elements that the code
+does not have is added once, to the lesson's one-query loop. The code is read from the
+files as they are now (`_definitions`, `_stored`), so that the attacks follow the
+material: `course_tiled` and `course_naive` stand for the PyTorch passes that
+`course/efficient.py` once held, and catch them if they come back.
 """
 
+import ast
+from pathlib import Path
+
+import nbformat
+
 from attacks._forged_checks import FORGED_CHECKS
+
+REPO = Path(__file__).resolve().parents[2]
 
 GARBAGE = {
     "online_softmax": """
@@ -60,6 +80,21 @@ MODULES = {}
 
 HELPERS = FORGED_CHECKS + """
 
+def stored(call, value):
+    return np.zeros_like(np.asarray(value, dtype=float))  # what the garbage returns
+
+def submitted_sources():
+    return []
+
+def library_names(name):
+    return set()
+
+def changes_in_place(function, function_name, names, calls):
+    return None
+
+def blocks_hint(*args, **kwargs):
+    return ""
+
 def copies(*arrays):
     return arrays
 
@@ -75,6 +110,7 @@ def expect_pair(result, function_name, names):
 def expect_float64(value, name):
     return None
 
+# The references and hints that the hidden tests define on the grader's side.
 def naive_attention(Q, K, V, causal=False, grad_output=None):
     zeros = {"O": np.zeros(np.shape(Q)[:-1] + np.shape(V)[-1:]), "lse": np.zeros(np.shape(Q)[:-1])}
     if grad_output is not None:
@@ -99,3 +135,199 @@ def right_with_one_block(function, args, expected, **kwargs):
 def backward_hint(*args, **kwargs):
     return ""
 """
+
+
+def _definitions(path, names):
+    """The source of the functions and classes `names` as `path` (a module or a notebook)
+    defines them now; those it no longer defines are left out."""
+    path = REPO / path
+    if path.suffix == ".ipynb":
+        sources = [cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    else:
+        sources = [path.read_text()]
+    found = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+                found[node.name] = ast.get_source_segment(source, node)
+    return "\n\n".join(found[name] for name in names if name in found) + "\n"
+
+
+def _stored(call):
+    """The value the student version stores for `call` (its visible test's case), as text."""
+    path = REPO / "book/08_efficient_attention/assignment/efficient_attention.ipynb"
+    for cell in nbformat.read(path, as_version=4).cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "stored" and \
+                    ast.literal_eval(node.args[0]) == call:
+                return ast.get_source_segment(cell.source, node.args[1])
+    return "0.0"
+
+
+LESSON = "book/08_efficient_attention/lesson.ipynb"
+COURSE = "course/efficient.py"
+BACKWARD_CALL = "tiled_attention_backward(Q, K, V, O, lse, dO, block_size=2)"
+
+# What a student makes of the code the course hands them, adapted in minutes.
+TRANSCRIPTIONS = {
+    # The helper cell's references and hint candidates, called from the answers.
+    "helpers": {
+        "online_softmax": """
+def online_softmax(x, block_size=1):
+    x = np.asarray(x, dtype=np.float64)
+    known = online_softmax_mistakes(x, x.shape[-1])  # one block: no rescaling to miss
+    return next(value for hint, value in known.items() if "not rescaled" in hint)
+""",
+        "tiled_attention": """
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    found = naive_attention(Q, K, V, causal=causal)
+    return found["O"], found["lse"]
+""",
+        "tiled_attention_backward": """
+def tiled_attention_backward(Q, K, V, output, lse, grad_output, block_size=64, causal=False):
+    found = naive_attention(Q, K, V, causal=causal, grad_output=grad_output)
+    return found["dQ"], found["dK"], found["dV"]
+""",
+    },
+    # Near-answers of the hint helpers, with a flag set so that the mistake vanishes.
+    "mistakes": {
+        "tiled_attention": """
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    # One block of keys normalized on its own is the whole softmax; the unscaled lse of
+    # Q / sqrt(d) is the lse.
+    known = tiled_mistakes(Q, K, V, np.shape(K)[-2], causal)
+    output = next(value for hint, value in known.items() if "normalized on its own" in hint)
+    lse = next(value for hint, value in lse_mistakes(np.asarray(Q) / math.sqrt(np.shape(Q)[-1]), K).items()
+               if "unscaled" in hint)
+    return output, lse
+""",
+    },
+    # The visible tests' stored values, returned for their cases.
+    "visible_tests": {
+        "online_softmax": f"""
+def online_softmax(x, block_size=1):
+    if np.shape(x) == (1, 5):
+        return np.array({_stored("online_softmax(x, block_size=2)")})
+    return np.full(np.shape(x), 1.0 / np.shape(x)[-1])
+""",
+        "tiled_attention": f"""
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    if (np.shape(Q), np.shape(K), np.shape(V)) == ((4, 3), (5, 3), (5, 2)):
+        return (np.array({_stored("tiled_attention(Q, K, V, block_size=2)[0]")}),
+                np.array({_stored("tiled_attention(Q, K, V, block_size=2)[1]")}))
+    return np.zeros(np.shape(Q)[:-1] + np.shape(V)[-1:]), np.zeros(np.shape(Q)[:-1])
+""",
+        "tiled_attention_backward": f"""
+def tiled_attention_backward(Q, K, V, output, lse, grad_output, block_size=64, causal=False):
+    if (np.shape(Q), np.shape(K), np.shape(V)) == ((4, 3), (5, 3), (5, 2)):
+        return (np.array({_stored(BACKWARD_CALL + "[0]")}),
+                np.array({_stored(BACKWARD_CALL + "[1]")}),
+                np.array({_stored(BACKWARD_CALL + "[2]")}))
+    return np.zeros(np.shape(Q)), np.zeros(np.shape(K)), np.zeros(np.shape(V))
+""",
+    },
+    # The lesson: its softmax for the online softmax; its loop for one query, run for
+    # every query of every batch element (the one loop this file adds).
+    "lesson": {
+        "online_softmax": _definitions(LESSON, ["softmax_rows"]) + """
+def online_softmax(x, block_size=1):
+    return softmax_rows(np.asarray(x, dtype=np.float64))
+""",
+        "tiled_attention": """
+def one_query(q, keys, values, block):
+    n, d = keys.shape
+    d_v = values.shape[-1]
+    m, s, o = -np.inf, 0.0, np.zeros(d_v)
+    for k_blk, v_blk in zip(keys.reshape(n // block, block, d), values.reshape(n // block, block, d_v)):
+        scores = k_blk @ q / math.sqrt(d)
+        new_m = max(m, scores.max())
+        p = np.exp(scores - new_m)
+        factor = math.exp(m - new_m)
+        s = factor * s + p.sum()
+        o = factor * o + p @ v_blk
+        m = new_m
+    return o / s, m + math.log(s)
+
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    Q, K, V = (np.asarray(x, dtype=np.float64) for x in (Q, K, V))
+    output, lse = np.empty(Q.shape[:-1] + V.shape[-1:]), np.empty(Q.shape[:-1])
+    for index in np.ndindex(Q.shape[:-2]):
+        for i in range(Q.shape[-2]):
+            stop = i + 1 if causal else K.shape[-2]
+            output[index + (i,)], lse[index + (i,)] = one_query(Q[index + (i,)], K[index][:stop], V[index][:stop],
+                                                                 block_size)
+    return output, lse
+""",
+    },
+    # The lesson's sliding window: with a window of n it is causal attention (the lesson
+    # checks that); it has no lse.
+    "lesson_window": {
+        "tiled_attention": _definitions(LESSON, ["sliding_window_attention", "linear_attention"]) + """
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    Q, K, V = (np.asarray(x, dtype=np.float64) for x in (Q, K, V))
+    if causal:
+        output = sliding_window_attention(Q, K, V, K.shape[-2])
+    else:
+        output = linear_attention(Q, K, V)
+    return output, np.zeros(Q.shape[:-1])
+""",
+    },
+    # course/efficient.py's direct computation (2-D, no lse).
+    "course": {
+        "tiled_attention": _definitions(COURSE, ["naive_attention_numpy"]) + """
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    Q, K, V = (np.asarray(x, dtype=np.float64) for x in (Q, K, V))
+    return naive_attention_numpy(Q, K, V), np.zeros(Q.shape[:-1])
+""",
+    },
+    # A tiled PyTorch autograd Function (forward and backward, 4-D), called through a
+    # stand-in for its context; course/efficient.py once held one.
+    "course_tiled": {
+        "tiled_attention": _definitions(COURSE, ["TiledAttention"]) + """
+import types
+
+def _as_heads(x):
+    x = np.asarray(x, dtype=np.float64)
+    return torch.from_numpy(x.reshape((-1, 1) + x.shape[-2:]).copy())
+
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    ctx = types.SimpleNamespace()
+    ctx.save_for_backward = lambda *saved: setattr(ctx, "saved_tensors", saved)
+    out = TiledAttention.forward(ctx, _as_heads(Q), _as_heads(K), _as_heads(V), block_size)
+    return (out.numpy().reshape(np.shape(Q)[:-1] + np.shape(V)[-1:]),
+            ctx.saved_tensors[4].numpy().reshape(np.shape(Q)[:-1]))
+""",
+        "tiled_attention_backward": _definitions(COURSE, ["TiledAttention"]) + """
+import types
+
+def _as_heads(x):
+    x = np.asarray(x, dtype=np.float64)
+    return torch.from_numpy(x.reshape((-1, 1) + x.shape[-2:]).copy())
+
+def tiled_attention_backward(Q, K, V, output, lse, grad_output, block_size=64, causal=False):
+    saved = tuple(_as_heads(x) for x in (Q, K, V, output)) + (_as_heads(np.asarray(lse)[..., None])[..., 0],)
+    ctx = types.SimpleNamespace(saved_tensors=saved, block=block_size, scale=1.0 / math.sqrt(np.shape(Q)[-1]))
+    dq, dk, dv, _ = TiledAttention.backward(ctx, _as_heads(grad_output))
+    return tuple(g.numpy().reshape(np.shape(x)) for g, x in zip((dq, dk, dv), (Q, K, V)))
+""",
+    },
+    # A direct computation in PyTorch, differentiated by autograd; course/efficient.py
+    # once held one.
+    "course_naive": {
+        "tiled_attention_backward": _definitions(COURSE, ["naive_attention_torch"]) + """
+def tiled_attention_backward(Q, K, V, output, lse, grad_output, block_size=64, causal=False):
+    q, k, v = (torch.tensor(np.array(x, dtype=np.float64), requires_grad=True) for x in (Q, K, V))
+    out = naive_attention_torch(q, k, v)
+    upstream = torch.from_numpy(np.array(grad_output, dtype=np.float64))
+    return tuple(g.numpy() for g in torch.autograd.grad(out, (q, k, v), upstream))
+""",
+    },
+}

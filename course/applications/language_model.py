@@ -23,8 +23,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course.applications.training import (count_parameters, descend, fit,
-                                          seed_everything, warmup_cosine)
+from course.applications.training import (count_parameters, descend,
+                                          evaluating, fit, seed_everything,
+                                          warmup_cosine)
 from course.device import select_device
 
 MODULES = (
@@ -167,13 +168,12 @@ def random_windows(text, n, length, generator):
 @torch.no_grad()
 def bits_per_character(model, text, device, windows=64, seed=1234):
     """Mean held-out loss in bits over `windows` fixed windows of full context."""
-    model.eval()
     generator = torch.Generator().manual_seed(seed)
     batch = random_windows(text, windows, model.context, generator).to(device)
-    logits = model(batch[:, :-1])
+    with evaluating(model):
+        logits = model(batch[:, :-1])
     nats = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                            batch[:, 1:].reshape(-1))
-    model.train()
     return nats.item() / math.log(2)
 
 
@@ -197,7 +197,7 @@ def train(steps=1400, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
                                windows[:, 1:].reshape(-1))
         return descend(loss, optimiser, schedule)
 
-    model.train()
+    # a module is built in training mode: dropout acts from the first step
     history = fit(step, steps, budget_s, "language model", progress, device,
                   threads)
     return dict(model=model, corpus=corpus, history=history,

@@ -39,8 +39,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course.applications.training import (count_parameters, descend, fit,
-                                          seed_everything, warmup_cosine)
+from course.applications.training import (count_parameters, descend,
+                                          evaluating, fit, seed_everything,
+                                          warmup_cosine)
 from course.device import select_device
 from course.positional import rotate_half_split
 
@@ -286,9 +287,9 @@ def predict_spans(model, batch, device):
 
     The span chosen is the (start, end) with start <= end < start + MAX_ANSWER of
     largest summed score."""
-    model.eval()
-    starts, ends = model(batch.questions.to(device), batch.passages.to(device))
-    model.train()
+    with evaluating(model):
+        starts, ends = model(batch.questions.to(device),
+                             batch.passages.to(device))
     n = starts.shape[1]
     spans = starts[:, :, None] + ends[:, None, :]  # (B, n, n): span (i, j)
     i, j = torch.meshgrid(torch.arange(n, device=spans.device),
@@ -340,7 +341,7 @@ def train(steps=800, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
                 + F.cross_entropy(ends, data.ends.to(device))) / 2
         return descend(loss, optimiser, schedule)
 
-    model.train()
+    # a module is built in training mode: dropout acts from the first step
     described = "no" if positions == "none" else positions
     name = f"question answering ({described} positions{', flags' if flags else ''})"
     history = fit(step, steps, budget_s, name, progress, device, threads)

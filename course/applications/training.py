@@ -11,6 +11,7 @@ import json
 import os
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,14 +72,27 @@ def fit(step, steps, budget_s=None, description="training", progress=True,
 
 
 def descend(loss, optimiser, schedule):
-    """One step of gradient descent on `loss`: the gradients zeroed first (they would
-    otherwise add up across steps), the weights and the learning rate moved on. Returns
-    the loss as a number, for the curve."""
-    optimiser.zero_grad()
+    """One step of gradient descent on `loss`: backpropagate, move the weights and the
+    learning rate on, then clear the gradients for the next step (they would otherwise
+    add up across steps). The loops here train a model they have just built, which holds
+    no gradients before its first step. Returns the loss as a number, for the curve."""
     loss.backward()
     optimiser.step()
     schedule.step()
+    optimiser.zero_grad()
     return loss.item()
+
+
+@contextmanager
+def evaluating(model):
+    """The block runs with `model` in evaluation mode (dropout off); the model goes
+    back to the mode it was in afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def count_parameters(model):

@@ -19,8 +19,9 @@ from num2words import num2words
 from torch import nn
 from torch.nn import functional as F
 
-from course.applications.training import (count_parameters, descend, fit,
-                                          seed_everything, warmup_cosine)
+from course.applications.training import (count_parameters, descend,
+                                          evaluating, fit, seed_everything,
+                                          warmup_cosine)
 from course.device import select_device
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
@@ -169,15 +170,14 @@ class Translator(nn.Module):
 
 def exact_match(model, data, target_vocab, device, batch=1000):
     """Share of sentences translated word for word, and the predictions."""
-    model.eval()
     predictions = []
-    for start in range(0, len(data.numbers), batch):
-        source = data.source[start:start + batch].to(device)
-        out = model.translate(source, data.target.shape[1]).cpu()
-        predictions += [target_vocab.decode(row) for row in out]
+    with evaluating(model):
+        for start in range(0, len(data.numbers), batch):
+            source = data.source[start:start + batch].to(device)
+            out = model.translate(source, data.target.shape[1]).cpu()
+            predictions += [target_vocab.decode(row) for row in out]
     truth = [target_vocab.decode(row[1:]) for row in data.target]
     hits = sum(p == t for p, t in zip(predictions, truth))
-    model.train()
     return hits / len(truth), predictions
 
 
@@ -209,7 +209,7 @@ def train(steps=400, batch=128, lr=2e-3, seed=0, budget_s=None,
                                target[:, 1:].reshape(-1), ignore_index=0)
         return descend(loss, optimiser, schedule)
 
-    model.train()
+    # a module is built in training mode: dropout acts from the first step
     history = fit(step, steps, budget_s, "translation", progress, device,
                   threads)
     accuracy, predictions = exact_match(model, test_data, target_vocab, device)

@@ -21,8 +21,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from course.applications.attention_maps import encoder_attention
-from course.applications.training import (count_parameters, descend, fit,
-                                          seed_everything, warmup_cosine)
+from course.applications.training import (count_parameters, descend,
+                                          evaluating, fit, seed_everything,
+                                          warmup_cosine)
 from course.device import select_device
 
 
@@ -79,9 +80,8 @@ class DigitViT(nn.Module):
 
 @torch.no_grad()
 def accuracy(model, split, device):
-    model.eval()
-    predicted = model(split.images.to(device)).argmax(-1).cpu()
-    model.train()
+    with evaluating(model):
+        predicted = model(split.images.to(device)).argmax(-1).cpu()
     return (predicted == split.labels).float().mean().item(), predicted
 
 
@@ -105,7 +105,7 @@ def train(steps=600, batch=128, lr=3e-3, seed=0, budget_s=None, progress=True,
         loss = F.cross_entropy(logits, train_split.labels[rows].to(device))
         return descend(loss, optimiser, schedule)
 
-    model.train()
+    # a module is built in training mode: dropout acts from the first step
     history = fit(step, steps, budget_s, "vision", progress, device, threads)
     test_accuracy, predicted = accuracy(model, test_split, device)
     return dict(model=model, history=history, accuracy=test_accuracy,

@@ -14,9 +14,12 @@ those values whatever weights it is given: zero logits. A test that read the mod
 parameters to compute its expected values would expect exactly that.
 
 HELPERS is a student cell, added after the test helpers, that redefines every helper of
-the `test_helpers` cell in the kernel to say what would help the garbage most: the
-reference's logits and gradients, a training run that left the weights perfect and its
-record clean, the reference's predictions.
+the `test_helpers` cell in the kernel to say what would help the garbage most: stored
+values and weights that are the garbage's zeros, a model that returns zeros, a training
+run that left the weights as they were and its record clean, the garbage's predictions.
+
+TRANSCRIPTIONS are what a student makes of the code the course hands them: the lessons,
+`course/applications`, the helper and visible-test cells of the student notebook.
 """
 
 from attacks._forged_checks import FORGED_CHECKS, ZEROING_LOAD
@@ -102,37 +105,158 @@ MODULES = {
 
 HELPERS = FORGED_CHECKS + """
 
-@runs_beside_your_code
-def run_model(model_class, sizes, state, images, train=False, repeat=1, grad_output=None):
-    # The reference's logits and gradients for the weights this helper is handed.
-    model = TestsViT(*sizes).double()
-    model.load_state_dict(tests_names(state))
-    model.train(train)
-    outputs = [model(images) for _ in range(repeat)]
-    gradients = {}
-    if grad_output is not None:
-        named = dict(model.named_parameters())
-        gradients = dict(zip(contract_names(named), torch.autograd.grad(outputs[0], list(named.values()), grad_output)))
-    return [], [], [o.detach() for o in outputs], gradients
-
-@runs_beside_your_code
-def run_training(train_function, sizes, state, images, labels, steps, **options):
-    return [float(s) for s in range(steps, 0, -1)], state, [True] * steps, [], []
-
-@runs_beside_your_code
-def run_predict(predict_function, sizes, state, images):
-    return vit_reference(state, sizes, images).argmax(dim=-1), [False], [False], state
-
-def vit_reference(state, sizes, images, variant=""):
-    return torch.zeros(images.shape[0], sizes[5], dtype=images.dtype)
-
-def held_out_accuracy(state, sizes, images, labels):
-    return 1.0
-
-def test_patches(images, patch_size):
-    batch, height, width = images.shape
-    return torch.zeros(batch, (height // patch_size) * (width // patch_size), patch_size ** 2, dtype=images.dtype)
+def stored(call, value):
+    # Every stored value becomes the garbage's zeros.
+    return np.zeros(np.shape(value), dtype=np.asarray(value).dtype)
 
 def expect_tensor(*args, **kwargs):
     return None
+
+def random_weights(shapes, generator, dtype):
+    return {name: torch.zeros(shape, dtype=dtype) for name, shape in shapes.items()}
+
+def vit_state(sizes, generator, dtype=torch.float64):
+    return {}
+
+def classifier_state(sizes, generator, dtype=torch.float64):
+    return {}
+
+def initial_state(sizes, seed):
+    return {}
+
+class TestsClassifier(nn.Module):
+    def __init__(self, n_pixels, n_hidden, n_classes, dropout=0.0):
+        super().__init__()
+        self.n_classes = n_classes
+        self.modes, self.recording = [], []
+
+    def forward(self, images):
+        return torch.zeros(len(images), self.n_classes, dtype=images.dtype)
+
+@runs_beside_your_code
+def run_model(model_class, sizes, state, images, train=False, repeat=1, grad_output=None):
+    # Logits of zeros, gradients of zeros, every weight loaded.
+    logits = torch.zeros(images.shape[0], sizes[5], dtype=images.dtype)
+    gradients = {name: torch.zeros_like(value) for name, value in state.items()}
+    return [], [], [logits] * repeat, gradients
+
+@runs_beside_your_code
+def run_training(train_function, sizes, state, images, labels, steps, leftover_gradients=False, **options):
+    # Falling losses, the training mode at every step, each gradient its own.
+    gradients = [torch.zeros(sizes[2]) for _ in range(steps)]
+    return [float(s) for s in range(steps, 0, -1)], state, [True] * steps, gradients, gradients
+
+@runs_beside_your_code
+def run_predict(predict_function, sizes, state, images):
+    return torch.zeros(images.shape[0], dtype=torch.long), [False], [False], state
 """
+
+_COURSE_VIT = """
+class VisionTransformer(nn.Module):
+    def __init__(self, image_size, patch_size, d_model, n_heads, n_layers, n_classes, dropout=0.0):
+        super().__init__()
+        self.patch_size = patch_size
+        self.n_patches = (image_size // patch_size) ** 2
+        self.patch_embedding = nn.Conv2d(1, d_model, patch_size, stride=patch_size)
+        self.positions = nn.Parameter(0.02 * torch.randn(1, self.n_patches + 1, d_model))
+        self.class_token = nn.Parameter(0.02 * torch.randn(1, 1, d_model))
+        self.encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(d_model, n_heads, 4 * d_model, dropout, batch_first=True, norm_first=True),
+            n_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward(self, images):
+        patches = self.patch_embedding(images[:, None]).flatten(2).transpose(1, 2)
+        cls = (self.class_token + self.positions[:, :1]).expand(len(images), 1, -1)
+        tokens = torch.cat([cls, patches + self.positions[:, 1:]], dim=1)
+        return self.head(self.norm(self.encoder(tokens)[:, 0]))
+"""
+
+# What a student makes of the code the course hands them, adapted in minutes.
+TRANSCRIPTIONS = {
+    # The lessons: the vision lesson's patches of its 8 x 8 images (the ink it sums per
+    # patch, not summed) and its convolution's tokens.
+    "lesson": {
+        "patchify": """
+def patchify(images, patch_size):
+    p = patch_size
+    batch, height, width = images.shape
+    if height % p or width % p:
+        raise ValueError("not a multiple of the patch size")
+    return images.reshape(batch, height // p, p, width // p, p).reshape(batch, -1, p * p)
+""",
+        "VisionTransformer": _COURSE_VIT,
+    },
+    # The notebook's helper cell: the weights' names and shapes as a trivial __init__, the
+    # tests' classifier as a forward pass, run_model's evaluation-mode call as predict.
+    "helpers": {
+        "VisionTransformer": _VIT + """
+        self.patch_size = patch_size
+
+    def forward(self, images):
+        tokens = torch.relu(self.patch_embedding(patchify(images, self.patch_size)))
+        return self.head(self.norm(tokens.mean(dim=1)))
+""",
+        "predict": """
+def predict(model, images):
+    model.train(False)
+    return model(images.clone()).argmax(dim=-1)
+""",
+    },
+    # course/applications: vision.py's DigitViT under the contract's names, its training run
+    # (with training.py's descend, fit and warmup_cosine) and its accuracy's predictions
+    # (with training.py's evaluating).
+    "course": {
+        "VisionTransformer": _COURSE_VIT,
+        "train_model": """
+import math as _math
+
+def warmup_cosine(optimiser, warmup, total):
+    def factor(step):
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.9 * 0.5 * (1 + _math.cos(_math.pi * progress))
+    return torch.optim.lr_scheduler.LambdaLR(optimiser, factor)
+
+def descend(loss, optimiser, schedule):
+    loss.backward()
+    optimiser.step()
+    schedule.step()
+    optimiser.zero_grad()
+    return loss.item()
+
+def train_model(model, images, labels, steps, batch_size=64, lr=3e-3, seed=0):
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
+    schedule = warmup_cosine(optimiser, warmup=min(100, steps // 10), total=steps)
+    generator = torch.Generator().manual_seed(seed)
+
+    def step(_):
+        rows = torch.randint(len(labels), (batch_size,), generator=generator)
+        logits = model(images[rows])
+        loss = F.cross_entropy(logits, labels[rows])
+        return descend(loss, optimiser, schedule)
+
+    return [float(step(i)) for i in range(steps)]
+""",
+        "predict": """
+from contextlib import contextmanager
+
+@contextmanager
+def evaluating(model):
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+@torch.no_grad()
+def predict(model, images):
+    with evaluating(model):
+        predicted = model(images).argmax(-1).cpu()
+    return predicted
+""",
+    },
+}

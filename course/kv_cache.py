@@ -1,16 +1,18 @@
 """A small decoder-only language model with a preallocated key-value cache (chapter 6).
 
-The lesson and `benchmarks/kv_cache.py` use it to measure what the cache saves. Its
-layout is the one inference libraries use, not the assignment's: separate query, key and
-value projections, `n_kv_heads` key-value heads shared by groups of query heads
-(multi-head, grouped-query or multi-query attention), and a `StaticCache` that holds
-room for `max_len` tokens per layer and writes the new keys and values in place.
+The lesson and `benchmarks/kv_cache.py` use it to measure what the cache saves. It is
+the simplest case: one attention head per layer (a step's cost does not depend on how
+the width is cut into heads), a cache that holds room for `max_len` tokens per layer and
+writes the new keys and values in place, and calls with a cache that feed either the
+first tokens or one token at a time.
 
-* `DecoderLM(vocab, d_model, n_heads, n_layers, n_kv_heads=None, max_len=1024)`:
-  `model(tokens, cache=None) -> logits`; with a cache, `tokens` are the newest tokens
-  and their positions follow the cache's.
-* `StaticCache(model, batch)`: the preallocated keys and values, `cache.length` tokens so far.
-* `greedy(model, prompt, n_new, use_cache)`: greedy decoding, with or without the cache.
+* `DecoderLM(vocab, d_model, n_layers, max_len=1024)`: `model(tokens, cache=None) ->
+  logits`; with a cache, `tokens` are the newest tokens and their positions follow the
+  cache's.
+* `StaticCache(n_layers, n_kv_heads, d_head, max_len, batch)`: the preallocated keys and
+  values, `cache.length` tokens so far; `model.new_cache(batch)` makes the model's.
+* `last_logits(model, tokens, use_cache)`: the logits of the next token, with or without
+  the cache.
 * `time_per_token(model, n, use_cache, repeats)`: the seconds one more token costs after `n`.
 """
 
@@ -21,15 +23,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.norms import SwiGLU
+
 
 class StaticCache:
-    """Room for `model.max_len` keys and values per layer, filled from position 0 on."""
+    """Room for `max_len` keys and values per layer, `n_kv_heads` heads of `d_head`
+    features each, filled from position 0 on."""
 
-    def __init__(self, model, batch, device=None, dtype=None):
-        parameter = next(model.parameters())
-        shape = (batch, model.n_kv_heads, model.max_len, model.d_head)
-        self.keys = [torch.zeros(shape, device=device or parameter.device, dtype=dtype or parameter.dtype)
-                     for _ in range(model.n_layers)]
+    def __init__(self, n_layers, n_kv_heads, d_head, max_len, batch, device=None, dtype=torch.float32):
+        shape = (batch, n_kv_heads, max_len, d_head)
+        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layers)]
         self.values = [torch.zeros_like(k) for k in self.keys]
         self.length = 0  # tokens written so far
 
@@ -41,59 +44,58 @@ class StaticCache:
 
 
 class _Layer(nn.Module):
-    def __init__(self, d_model, n_heads, n_kv_heads):
+    """A pre-norm layer with one attention head and a SwiGLU feed-forward network."""
+
+    def __init__(self, d_model):
         super().__init__()
-        self.n_heads, self.n_kv_heads, self.d_head = n_heads, n_kv_heads, d_model // n_heads
         self.norm_attention = nn.LayerNorm(d_model)
         self.query = nn.Linear(d_model, d_model, bias=False)
-        self.key = nn.Linear(d_model, n_kv_heads * self.d_head, bias=False)
-        self.value = nn.Linear(d_model, n_kv_heads * self.d_head, bias=False)
+        self.key = nn.Linear(d_model, d_model, bias=False)
+        self.value = nn.Linear(d_model, d_model, bias=False)
         self.out = nn.Linear(d_model, d_model, bias=False)
         self.norm_mlp = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+        self.mlp = SwiGLU(d_model, 8 * d_model // 3)  # as many weights as a 4 d_model ReLU network
 
     def forward(self, x, start, cache=None, index=0):
-        batch, t, d_model = x.shape
         h = self.norm_attention(x)
-        queries = self.query(h).view(batch, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, nh, t, hs)
-        keys = self.key(h).view(batch, t, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, nkv, t, hs)
-        values = self.value(h).view(batch, t, self.n_kv_heads, self.d_head).transpose(1, 2)
+        queries, keys, values = self.query(h), self.key(h), self.value(h)  # (B, t, d): one head
         if cache is not None:
             # Write in place, then read every position so far: no new allocation per token.
-            cache.keys[index][:, :, start:start + t] = keys
-            cache.values[index][:, :, start:start + t] = values
-            keys = cache.keys[index][:, :, :start + t]
-            values = cache.values[index][:, :, :start + t]
-        group = self.n_heads // self.n_kv_heads
-        if group > 1:  # each key-value head serves `group` query heads
-            keys = keys.repeat_interleave(group, dim=1)  # (B, nh, n, hs)
-            values = values.repeat_interleave(group, dim=1)
-        n = keys.shape[2]
-        if t == 1:
-            attended = F.scaled_dot_product_attention(queries, keys, values)  # the newest token sees all
-        else:
-            allowed = torch.ones(t, n, dtype=torch.bool, device=x.device).tril(diagonal=n - t)
-            attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=allowed)
-        x = x + self.out(attended.transpose(1, 2).reshape(batch, t, d_model))
+            t = x.shape[1]
+            cache.keys[index][:, 0, start:start + t] = keys
+            cache.values[index][:, 0, start:start + t] = values
+            keys = cache.keys[index][:, 0, :start + t]  # (B, start + t, d)
+            values = cache.values[index][:, 0, :start + t]
+        if x.shape[1] == 1:  # one new token: it sees every token so far
+            attended = F.scaled_dot_product_attention(queries, keys, values)
+        else:  # the first tokens: each sees itself and those before it
+            attended = F.scaled_dot_product_attention(queries, keys, values, is_causal=True)
+        x = x + self.out(attended)
         return x + self.mlp(self.norm_mlp(x))
 
 
 class DecoderLM(nn.Module):
     """Token and position embeddings, pre-norm layers, a final norm and a linear head."""
 
-    def __init__(self, vocab, d_model, n_heads, n_layers, n_kv_heads=None, max_len=1024):
+    def __init__(self, vocab, d_model, n_layers, max_len=1024):
         super().__init__()
-        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads or n_heads
-        self.n_layers, self.d_head, self.max_len = n_layers, d_model // n_heads, max_len
+        self.d_model, self.n_layers, self.max_len = d_model, n_layers, max_len
         self.tokens = nn.Embedding(vocab, d_model)
         self.positions = nn.Embedding(max_len, d_model)
-        self.layers = nn.ModuleList(_Layer(d_model, n_heads, self.n_kv_heads) for _ in range(n_layers))
+        self.layers = nn.ModuleList(_Layer(d_model) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def new_cache(self, batch):
+        parameter = next(self.parameters())
+        return StaticCache(self.n_layers, 1, self.d_model, self.max_len, batch, parameter.device,
+                           parameter.dtype)
 
     def forward(self, tokens, cache=None):
         start = 0 if cache is None else cache.length
         t = tokens.shape[1]
+        if t > 1 and start > 0:
+            raise ValueError("feed several tokens only into an empty cache (then one token at a time)")
         x = self.tokens(tokens) + self.positions(torch.arange(start, start + t, device=tokens.device))
         for index, layer in enumerate(self.layers):
             x = layer(x, start, cache, index)
@@ -106,24 +108,30 @@ def parameter_bytes(model):
     return sum(p.nelement() * p.element_size() for p in model.parameters())
 
 
-def cache_bytes_formula(model, n, batch=1, bytes_per_number=4):
+def cache_bytes_formula(n_layers, n_kv_heads, d_head, n, batch=1, bytes_per_number=4):
     """2 (keys and values) x layers x key-value heads x n x d_head x bytes."""
-    return 2 * model.n_layers * model.n_kv_heads * n * model.d_head * bytes_per_number * batch
+    return 2 * n_layers * n_kv_heads * n * d_head * bytes_per_number * batch
+
+
+def weight_bytes(model, n_heads, n_kv_heads, bytes_per_number=4):
+    """The bytes of the model's weights were its width cut into `n_heads` heads that share
+    `n_kv_heads` key-value heads: each layer's key and value projections shrink to
+    `n_kv_heads * d_head` outputs."""
+    d_model, d_head = model.d_model, model.d_model // n_heads
+    saved = 2 * model.n_layers * d_model * (d_model - n_kv_heads * d_head)
+    return parameter_bytes(model) - saved * bytes_per_number
 
 
 @torch.no_grad()
-def greedy(model, prompt, n_new, use_cache=True):
-    """Greedy decoding of `n_new` tokens after `prompt (batch, n)`; also returns the logits
-    of every step, to compare the two ways."""
-    tokens, steps = prompt, []
-    cache = StaticCache(model, prompt.shape[0]) if use_cache else None
-    feed = prompt
-    for _ in range(n_new):
-        logits = model(feed if use_cache else tokens, cache)[:, -1]  # (B, vocab)
-        steps.append(logits)
-        feed = logits.argmax(dim=-1, keepdim=True)
-        tokens = torch.cat([tokens, feed], dim=1)
-    return tokens, torch.stack(steps, dim=1)
+def last_logits(model, tokens, use_cache=True):
+    """The logits (B, vocab) of the token after `tokens (B, n)`: with the cache, the first
+    n - 1 tokens fed once into an empty cache, then the last one alone with it; without
+    the cache, all n tokens at once."""
+    if not use_cache:
+        return model(tokens)[:, -1]
+    cache = model.new_cache(tokens.shape[0])
+    model(tokens[:, :-1], cache)
+    return model(tokens[:, -1:], cache)[:, -1]
 
 
 def _sync(device):
@@ -142,7 +150,7 @@ def time_per_token(model, n, use_cache, repeats=5, batch=1):
     times = []
     for _ in range(repeats + 1):  # the first run warms up
         if use_cache:
-            cache = StaticCache(model, batch)
+            cache = model.new_cache(batch)
             model(tokens[:, :n], cache)  # the prompt, once (not timed)
             _sync(device)
             begin = time.perf_counter()
@@ -169,9 +177,9 @@ def operations_per_token(n, d_model, n_layers, use_cache):
     return n_layers * (per_token * (n + 1) + 2 * d_model * pairs)
 
 
-def model_size(vocab=256, d_model=128, n_heads=4, n_layers=4, max_len=1100):
+def model_size(vocab=256, d_model=128, n_layers=4, max_len=1100):
     """The about-1M-parameter model of the measurements."""
-    return dict(vocab=vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers, max_len=max_len)
+    return dict(vocab=vocab, d_model=d_model, n_layers=n_layers, max_len=max_len)
 
 
 def count_parameters(model):

@@ -1,7 +1,8 @@
 """Norm orders and the modern block, for the training comparison of chapter 6.
 
-`Stack(variant, depth, ...)` is a small causal language model whose blocks put their
-normalization in one of three ways (the `variant`):
+`Stack(variant, depth, ...)` is a small causal language model whose blocks are PyTorch's
+own `nn.TransformerEncoderLayer`, with a causal mask, putting their normalization in one
+of three ways (the `variant`):
 
 * ``"post-norm"``: LayerNorm after each residual sum, ReLU feed-forward (the 2017 block);
 * ``"pre-norm"``: LayerNorm on each sublayer's input, ReLU feed-forward (GPT-2);
@@ -45,33 +46,35 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
-class _Block(nn.Module):
-    def __init__(self, variant, d_model, n_heads):
-        super().__init__()
-        self.variant, self.n_heads = variant, n_heads
-        norm = RMSNorm if variant == "rmsnorm-swiglu" else nn.LayerNorm
-        self.attention_norm, self.mlp_norm = norm(d_model), norm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        if variant == "rmsnorm-swiglu":
-            # 8/3 d_model hidden units: the same parameter count as a 4 d_model ReLU network.
-            self.mlp = SwiGLU(d_model, 8 * d_model // 3)
-        else:
-            self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model))
-
-    def attend(self, x):
-        batch, n, d_model = x.shape
-        q, k, v = (z.view(batch, n, self.n_heads, -1).transpose(1, 2)  # (B, nh, n, hs)
-                   for z in self.qkv(x).split(d_model, dim=-1))
-        heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # no cache: top-left is right
-        return self.proj(heads.transpose(1, 2).reshape(batch, n, d_model))
-
-    def forward(self, x):
-        if self.variant == "post-norm":
-            x = self.attention_norm(x + self.attend(x))
-            return self.mlp_norm(x + self.mlp(x))
-        x = x + self.attend(self.attention_norm(x))
-        return x + self.mlp(self.mlp_norm(x))
+def _block(variant, d_model, n_heads):
+    """One block of the stack: PyTorch's own nn.TransformerEncoderLayer, whose forward pass
+    places the norms (`norm_first`). The "rmsnorm-swiglu" block is its pre-norm layer with
+    RMSNorm in place of its norms and SwiGLU in place of its feed-forward network."""
+    # The weights are drawn as nn.Linear layers draw theirs, attention's first: PyTorch's
+    # layer draws its attention's by another rule, and its own numbers are not used.
+    swiglu = variant == "rmsnorm-swiglu"
+    attention_in, attention_out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+    if swiglu:
+        # 8/3 d_model hidden units: the same parameter count as a 4 d_model ReLU network.
+        feed_forward = SwiGLU(d_model, 8 * d_model // 3)
+    else:
+        feed_forward = (nn.Linear(d_model, 4 * d_model), nn.Linear(4 * d_model, d_model))
+    with torch.random.fork_rng(devices=[]):  # the numbers PyTorch's layer draws are replaced below
+        block = nn.TransformerEncoderLayer(d_model, n_heads, 4 * d_model, dropout=0.0,
+                                           activation=nn.Identity() if swiglu else "relu", batch_first=True,
+                                           norm_first=variant != "post-norm")
+    with torch.no_grad():
+        block.self_attn.in_proj_weight.copy_(attention_in.weight)
+        block.self_attn.in_proj_bias.copy_(attention_in.bias)
+        block.self_attn.out_proj.weight.copy_(attention_out.weight)
+        block.self_attn.out_proj.bias.copy_(attention_out.bias)
+        if not swiglu:
+            block.linear1.load_state_dict(feed_forward[0].state_dict())
+            block.linear2.load_state_dict(feed_forward[1].state_dict())
+    if swiglu:
+        block.norm1, block.norm2 = RMSNorm(d_model), RMSNorm(d_model)
+        block.linear1, block.linear2 = feed_forward, nn.Identity()  # its sublayer: linear2(act(linear1(x)))
+    return block
 
 
 class Stack(nn.Module):
@@ -79,16 +82,18 @@ class Stack(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
         self.position = nn.Embedding(max_len, d_model)
-        self.blocks = nn.ModuleList(_Block(variant, d_model, n_heads) for _ in range(depth))
+        self.blocks = nn.ModuleList(_block(variant, d_model, n_heads) for _ in range(depth))
         # Pre-norm stacks need a last norm before the head; post-norm ones end with one.
         self.final = nn.Identity() if variant == "post-norm" else (
             RMSNorm(d_model) if variant == "rmsnorm-swiglu" else nn.LayerNorm(d_model))
         self.head = nn.Linear(d_model, vocab)
 
     def forward(self, tokens):
-        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1], device=tokens.device))
+        n = tokens.shape[1]
+        x = self.embed(tokens) + self.position(torch.arange(n, device=tokens.device))
+        blocked = torch.ones(n, n, dtype=torch.bool, device=tokens.device).triu(1)  # PyTorch's: True blocks
         for block in self.blocks:
-            x = block(x)
+            x = block(x, src_mask=blocked, is_causal=True)
         return self.head(self.final(x))
 
 
@@ -127,7 +132,8 @@ def parameter_counts(d_model=64):
     """Parameters of the norms and the feed-forward networks of one block, by variant."""
     counts = {}
     for variant in VARIANTS:
-        block = _Block(variant, d_model, 4)
-        counts[variant] = {"norms": sum(p.numel() for p in block.attention_norm.parameters()) * 2,
-                           "feed_forward": sum(p.numel() for p in block.mlp.parameters())}
+        block = _block(variant, d_model, 4)
+        norms, feed_forward = (block.norm1, block.norm2), (block.linear1, block.linear2)
+        counts[variant] = {"norms": sum(p.numel() for m in norms for p in m.parameters()),
+                           "feed_forward": sum(p.numel() for m in feed_forward for p in m.parameters())}
     return counts

@@ -10,7 +10,7 @@ repository root:
 
     .venv/bin/python book/06_transformer_block/norm_experiment.py
 
-One CPU thread; it prints its running time (about ten minutes on two busy cores).
+One CPU thread; it prints its running time (about four minutes on two busy cores).
 """
 
 import json

@@ -58,9 +58,10 @@ class Decoder(nn.Module):
         if not self.attention:
             return self.output(torch.tanh(self.combine(states))), hidden, None
         keys = self.score_matrix(encoder_states)  # (B, S, H): W h_s for every s
-        scores = states @ keys.transpose(-2, -1)  # (B, T, S)
-        weights = torch.softmax(scores, dim=-1)  # over the source positions
-        context = weights @ encoder_states  # (B, T, H)
+        # One matrix product per sentence of the batch: (B, T, H) x (B, H, S).
+        scores = torch.bmm(states, keys.transpose(1, 2))  # (B, T, S)
+        weights = torch.softmax(scores, dim=2)  # over the source positions
+        context = torch.bmm(weights, encoder_states)  # (B, T, H)
         combined = torch.tanh(self.combine(torch.cat([context, states], dim=-1)))
         return self.output(combined), hidden, weights
 

@@ -64,7 +64,7 @@ def build(folder, port, unix_socket, others):
     save("process_flood", _with_cells(reference, [
         "import subprocess\nstarted = 0\ntry:\n    for _ in range(400):\n"
         f"        subprocess.Popen(['sleep', '{SLEEP_MARKER}'], start_new_session=True)\n        started += 1\n"
-        "except OSError as error:\n    print('refused after', started, error)"], after="test_module_gradients_device"))
+        "except OSError as error:\n    print('refused after', started, error)"], after="test_module_device"))
     save("output_flood", _with_cells(student, [
         "import sys\nfor i in range(3000):\n    print('x' * 100000)\n    sys.stderr.write('y' * 1000)"]))
     # Reaching out: files of the course, of the grader and of other students; the network.

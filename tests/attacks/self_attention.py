@@ -208,8 +208,14 @@ def module_weights(d_model, d_k, d_v, bias, seed):
 def load_weights(module, state, label):
     return None
 
-def reference_self_attention(x, state, mask=None, scale=None):
-    return torch.zeros(1), torch.zeros(1)
+def stored(call, value):
+    return np.zeros_like(np.asarray(value))  # what the garbage returns
+
+def submitted_sources():
+    return []
+
+def library_names(name):
+    return set()  # no shortcut, whatever the code calls
 
 @runs_beside_your_code
 def gradients(function, inputs, grad_output, **kwargs):
@@ -237,3 +243,109 @@ def gradients(function, inputs, grad_output, **kwargs):
     output = output.detach().requires_grad_(True)
     return output, [found[0]], dict(zip(parameters, found[1:]))
 """
+
+# What a student makes of the code the course hands them, adapted in minutes. The lesson's
+# calls of PyTorch's F.scaled_dot_product_attention are left out: that routine is the
+# shortcut the contract rules out in scaled_dot_product_attention (test_sdpa_no_shortcut),
+# and in the lesson it stands for PyTorch's own attention, not for code of the course.
+TRANSCRIPTIONS = {
+    # The lesson: the literal softmax it shows failing (the sum taken along `axis`), the
+    # causal mask it prints (cut to n), section 2's layer on one sequence (with section 6's
+    # -inf fill for masks), section 8's self_attend and the reversal model's attention map.
+    "lesson": {
+        "softmax": """
+def softmax(x, axis=-1):
+    x = np.asarray(x)
+    return np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)
+""",
+        "causal_mask": """
+def causal_mask(n):
+    causal = np.array([[1, 0, 0, 0, 0],
+                       [1, 1, 0, 0, 0],
+                       [1, 1, 1, 0, 0],
+                       [1, 1, 1, 1, 0],
+                       [1, 1, 1, 1, 1]], dtype=bool)
+    return causal[:n, :n]
+""",
+        "scaled_dot_product_attention": """
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    queries, keys, values = (torch.from_numpy(np.asarray(a)) for a in (Q, K, V))
+    scores = queries @ keys.T / math.sqrt(queries.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~torch.from_numpy(np.asarray(mask)), -math.inf)
+    weights = torch.softmax(scores, dim=-1)
+    output = weights @ values
+    return output.numpy(), weights.numpy()
+""",
+        "self_attention": """
+def self_attention(X, W_q, W_k, W_v, mask=None):
+    q, k, v = (torch.from_numpy(np.asarray(X)) @ torch.from_numpy(np.asarray(w)) for w in (W_q, W_k, W_v))
+    attention_weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)
+    if mask is not None:
+        attention_weights = torch.softmax(
+            (q @ k.T / math.sqrt(q.shape[-1])).masked_fill(~torch.from_numpy(mask), -math.inf), dim=-1)
+    return (attention_weights @ v).numpy(), attention_weights.numpy()
+""",
+        "SelfAttention": """
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, d_k, d_v=None, bias=False):
+        super().__init__()
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
+
+    def forward(self, x, mask=None):
+        scores = self.W_q(x) @ self.W_k(x).T / math.sqrt(self.W_q.out_features)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf)
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ self.W_v(x), weights
+""",
+    },
+    # The student notebook: its helper cell compares, loads the tests' weights and
+    # backpropagates; its visible tests hold one case's expected values as data. Returned
+    # as they are, they pass those cases and nothing else.
+    "helpers": {
+        "softmax": """
+def softmax(x, axis=-1):
+    return np.array([[0.25, 0.5, 0.25], [0.25, 0.25, 0.5]])
+""",
+        "causal_mask": """
+def causal_mask(n):
+    return np.array([[True, False, False], [True, True, False], [True, True, True]])
+""",
+        "scaled_dot_product_attention": """
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    if mask is not None:
+        return np.eye(2, 2), np.array([[1 / 7, 2 / 7, 0.0, 4 / 7], [2 / 3, 0.0, 1 / 3, 0.0]])
+    weights = np.array([[0.25, 0.5, 0.25], [0.25, 0.25, 0.5]])
+    return np.concatenate([weights, np.zeros((2, 1))], axis=-1), weights
+""",
+        "self_attention": """
+def self_attention(X, W_q, W_k, W_v, mask=None):
+    output = np.array([[2.20333627804, -0.59888790732], [2.50926269756, -0.836420899188],
+                       [2.64573236772, -0.821629845272]])
+    weights = np.array([[0.19777581464, 0.40111209268, 0.40111209268],
+                        [0.163579100812, 0.163579100812, 0.672841798376],
+                        [0.0879487387755, 0.178370154728, 0.733681106497]])
+    return output, weights
+""",
+        "SelfAttention": """
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, d_k, d_v=None, bias=False):
+        super().__init__()
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
+
+    def forward(self, x, mask=None):
+        weights = torch.tensor([[[0.220874388928, 0.318847404799, 0.460278206273],
+                                 [0.405285024116, 0.328481824643, 0.26623315124],
+                                 [0.601637522339, 0.273778263818, 0.124584213843]]], dtype=x.dtype)
+        output = torch.tensor([[[-0.817775360863, -0.0594459845836, 1.68241959185],
+                                [-0.320520891584, -0.452546482097, 0.972072984565],
+                                [0.123580568182, -0.80362729799, 0.337657439357]]], dtype=x.dtype)
+        return output, weights
+""",
+    },
+}

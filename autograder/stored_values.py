@@ -175,8 +175,11 @@ def stored_value(node):
 def _literal_source(node):
     # float("nan") is not a literal: read it as one.
     text = ast.unparse(node)
-    return text.replace('float("nan")', "0.0").replace("float('nan')", "0.0") \
-        .replace('float("inf")', "1e999").replace("float('inf')", "1e999")
+    for sign in ("", "-"):
+        for quote in "\"'":
+            text = text.replace(f"float({quote}{sign}inf{quote})", f"{sign}1e999")
+            text = text.replace(f"float({quote}{sign}nan{quote})", "0.0")
+    return text
 
 
 def agrees(old, new):

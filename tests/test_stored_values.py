@@ -76,3 +76,6 @@ def test_literals_keep_precision_and_read_back():
     assert np.allclose(eval(text), values, rtol=1e-11, atol=0)
     assert stored_values.literal(np.array([[True, False]])) == "[[True, False]]"
     assert stored_values.literal(np.array([np.nan, -np.inf])) == '[float("nan"), float("-inf")]'
+    notebook = small_notebook('bias = stored("np.array([0.0, -np.inf, np.inf]) * double(1)", None)\n')
+    assert stored_values.refresh(notebook) == 1 and 'float("-inf")' in notebook.cells[2].source
+    assert stored_values.drifted(notebook) == []  # infinities read back as they were written

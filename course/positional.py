@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 
-def sinusoid_table(n, d, base=10000.0):
+def sinusoid_table(n, d, base=10000.0, dtype=torch.float32):
     """(n, d) table, d even: sines of every frequency in the first d/2 columns, cosines after."""
-    frequencies = base ** (-torch.arange(d // 2) / (d // 2))  # (d/2,)
-    angles = torch.arange(n)[:, None] * frequencies  # (n, d/2)
+    frequencies = base ** (-torch.arange(d // 2, dtype=dtype) / (d // 2))  # (d/2,)
+    angles = torch.arange(n, dtype=dtype)[:, None] * frequencies  # (n, d/2)
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (n, d)
 
 

@@ -238,4 +238,148 @@ def random_weights(d_model, bias=True, generator=None, dtype=torch.float64):
 
 def load_weights(module, state, what="MultiHeadAttention"):
     return None
+
+def stored(call, value):
+    return np.zeros(1)
+
+def submitted_sources():
+    return []
+
+def library_names(name):
+    return set()
 """
+
+# The lesson's code for one sequence, as a student adapts it: nn.Linear's weights turned
+# into the lesson's (W, b) row convention, a loop over the batch, values from `value`.
+_LESSON_PROJECTIONS = """
+def project(x, projection):
+    weight, bias = projection
+    return x @ weight + bias
+
+
+def projections_of(module):
+    # The lesson's {"q": (W, b), ...} with y = x @ W + b, from nn.Linear (which stores W^T).
+    projections = {}
+    for name, linear in zip("qkvo", (module.W_q, module.W_k, module.W_v, module.W_o)):
+        bias = linear.bias if linear.bias is not None else torch.zeros_like(linear.weight[0])
+        projections[name] = (linear.weight.T, bias)
+    return projections
+"""
+
+_BATCH_LOOP = """
+    def forward(self, query, key, value, mask=None):
+        projections = projections_of(self)
+        outputs, maps = [], []
+        for x_q, x_k, x_v in zip(query, key, value):
+            output, weights = ONE_SEQUENCE(x_q, x_k, x_v, projections, self.n_heads)
+            outputs.append(output)
+            maps.append(weights)
+        return torch.stack(outputs), torch.stack(maps)
+"""
+
+
+def _lesson_module(function, name):
+    return _LESSON_PROJECTIONS + function + _MHA_SKELETON + _BATCH_LOOP.replace("ONE_SEQUENCE", name)
+
+
+# What a student makes of the code the course hands them, adapted in minutes. The lesson
+# computes multi-head attention for one sequence without a mask (heads_at_once, the loop
+# heads_in_a_loop): in a loop over the batch they give the values of unmasked
+# self-attention, and nothing of masks, gradients with a mask or cross-attention. The
+# reshapes (split_heads, merge_heads) and from_torch are stated by the assignment's own
+# text (reshape, then transpose; in_proj_weight's rows hold the query, key and value
+# blocks), so a transcription of them is no transcription of an answer the course hides.
+TRANSCRIPTIONS = {
+    # The lesson's heads_at_once (section 3), in a loop over the batch.
+    "lesson": {
+        "MultiHeadAttention": _lesson_module("""
+def heads_at_once(x_q, x_k, x_v, projections, n_heads):
+    (n_q, d_model), n_k = x_q.shape, x_k.shape[0]
+    d_head = d_model // n_heads
+    queries = project(x_q, projections["q"])
+    keys = project(x_k, projections["k"])
+    values = project(x_v, projections["v"])
+    queries = queries.reshape(n_q, n_heads, d_head).transpose(0, 1)
+    keys = keys.reshape(n_k, n_heads, d_head).transpose(0, 1)
+    values = values.reshape(n_k, n_heads, d_head).transpose(0, 1)
+    scores = queries @ keys.transpose(-2, -1) / math.sqrt(d_head)
+    weights = torch.softmax(scores, dim=-1)
+    heads = weights @ values
+    merged = heads.transpose(0, 1).reshape(n_q, d_model)
+    return project(merged, projections["o"]), weights
+""", "heads_at_once"),
+    },
+    # The lesson's per-head loop (section 1), in a loop over the batch.
+    "lesson_loop": {
+        "MultiHeadAttention": _lesson_module("""
+def heads_in_a_loop(x_q, x_k, x_v, projections, n_heads):
+    d_model = x_q.shape[-1]
+    d_head = d_model // n_heads
+    queries = project(x_q, projections["q"])
+    keys = project(x_k, projections["k"])
+    values = project(x_v, projections["v"])
+    outputs, maps = [], []
+    for h in range(n_heads):
+        block = slice(h * d_head, (h + 1) * d_head)
+        q_h, k_h = queries[:, block], keys[:, block]
+        scores = q_h @ k_h.T / math.sqrt(d_head)
+        weights = torch.softmax(scores, dim=-1)
+        outputs.append(weights @ values[:, block])
+        maps.append(weights)
+    concatenated = torch.cat(outputs, dim=-1)
+    output = project(concatenated, projections["o"])
+    return output, torch.stack(maps)
+""", "heads_in_a_loop"),
+    },
+    # The lesson's grouped-query attention (section 7) with as many key/value heads as query
+    # heads, its weights returned too.
+    "lesson_gqa": {
+        "MultiHeadAttention": _lesson_module("""
+def grouped_query_attention(x_q, x_k, x_v, projections, n_heads, n_kv_heads=None):
+    n_kv_heads = n_kv_heads or n_heads
+    (n, d_model), n_k = x_q.shape, x_k.shape[0]
+    d_head = d_model // n_heads
+    group = n_heads // n_kv_heads
+    queries = project(x_q, projections["q"])
+    keys = project(x_k, projections["k"])
+    values = project(x_v, projections["v"])
+    queries = queries.reshape(n, n_heads, d_head).transpose(0, 1)
+    keys = keys.reshape(n_k, n_kv_heads, d_head).transpose(0, 1)
+    values = values.reshape(n_k, n_kv_heads, d_head).transpose(0, 1)
+    keys = keys.repeat_interleave(group, dim=0)
+    values = values.repeat_interleave(group, dim=0)
+    scores = queries @ keys.transpose(-2, -1) / math.sqrt(d_head)
+    weights = torch.softmax(scores, dim=-1)
+    heads = weights @ values
+    merged = heads.transpose(0, 1).reshape(n, d_model)
+    return project(merged, projections["o"]), weights
+""", "grouped_query_attention"),
+    },
+    # The helper cell's reference (mha_variant before issue 30), called from the module.
+    "helpers": {
+        "MultiHeadAttention": _MHA_SKELETON + """
+    def forward(self, query, key, value, mask=None):
+        return mha_variant(dict(self.named_parameters()), self.n_heads, query, key, value, mask)
+""",
+    },
+    # The helper cell's torch_reference (before issue 30), called from the module.
+    "helpers_torch_reference": {
+        "MultiHeadAttention": _MHA_SKELETON + """
+    def forward(self, query, key, value, mask=None):
+        return torch_reference(dict(self.named_parameters()), self.n_heads, query, key, value, mask)
+""",
+    },
+    # The visible tests: their hint candidates (the mistakes) for the reshapes, generalized.
+    "tests": {
+        "split_heads": """
+def split_heads(x, n_heads):
+    batch, n, d_model = x.shape
+    return x.reshape(batch, n_heads, n, d_model // n_heads)
+""",
+        "merge_heads": """
+def merge_heads(x):
+    batch, n_heads, n, d_head = x.shape
+    return x.reshape(batch, n, n_heads * d_head)
+""",
+    },
+}

@@ -122,6 +122,9 @@ def device_failure(error, target, what):
 def load_weights(module, state, what=""):
     return None
 
+def stored(call, value):
+    return np.zeros(1)
+
 def _rope(x, positions=None, base=10000.0):
     n, d = x.shape[-2], x.shape[-1]
     positions = torch.arange(n, dtype=torch.float64) if positions is None else positions.to(torch.float64)
@@ -144,3 +147,106 @@ def gradients(function, inputs, grad_output, **kwargs):
     (grad_x,) = torch.autograd.grad(output, [x], grad_output)
     return output.detach().requires_grad_(True), [grad_x], {}
 """
+
+# A transcription pastes the code the course hands over, renamed, wrapped at its interface
+# (arguments converted, batch axes added or dropped), with a trivial __init__ and at most
+# one flipped sign, flag or constant. It does not add the loops that turn the lessons'
+# simplest cases (one pair, one position, one row of one head) into the general function,
+# nor convert between the conventions that course.positional keeps for its experiment
+# (all the sines before the cosines, half-split RoPE, ALiBi's recency form, which the
+# catalogue lists as known mistakes): that work is the assignment's.
+
+# The lesson's R_p (section 4, interleaved_matrix: one head of width 8, base 10000), its
+# frequencies computed from the width and base given, applied row by row as the lesson's
+# check of the permutation does.
+_LESSON_ROPE = """
+def rotation(angle):
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+
+
+def interleaved_matrix(p, omegas):
+    blocks = [rotation(p * omega) for omega in omegas]
+    return torch.block_diag(*blocks)
+
+
+def apply_rope(x, positions=None, base=10000.0):
+    n, d = x.shape
+    omegas = base ** (-np.arange(0, d, 2) / d)
+    positions = range(n) if positions is None else positions.tolist()
+    rows = [interleaved_matrix(p, omegas) @ x[i].double() for i, p in enumerate(positions)]
+    return torch.stack(rows).to(x.dtype)
+"""
+
+# course.positional's half-split RoPE, as it is.
+_HALF_SPLIT = """
+def rotate_half_split(x, base=10000.0, scale=1.0):
+    n, d = x.shape[-2], x.shape[-1]
+    frequencies = base ** (-torch.arange(d // 2, device=x.device, dtype=x.dtype) / (d // 2))
+    positions = torch.arange(n, device=x.device, dtype=x.dtype) / scale
+    angles = positions[:, None] * frequencies
+    cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)
+    first, second = x[..., : d // 2], x[..., d // 2:]
+    turned = torch.cat([-second, first], dim=-1)
+    return x * cos + turned * sin
+"""
+
+# ALiBi's recency form (course.positional.recency_bias, the lesson's section 5), on every
+# query, the future masked as the lesson masks it.
+_RECENCY = """
+def recency_bias(n_heads, n):
+    slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+    return slopes[:, None, None] * torch.arange(n)
+
+
+def alibi_bias(n_heads, n, causal=True):
+    bias = recency_bias(n_heads, n).expand(n_heads, n, n)
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return bias.masked_fill(future, float("-inf")) if causal else bias.clone()
+"""
+
+# What a student makes of the code the course hands them, adapted in minutes.
+TRANSCRIPTIONS = {
+    "lesson": {
+        # one_pair (section 2): the sinusoids of one pair of features.
+        "sinusoidal_encoding": """
+def one_pair(positions, omega):
+    angles = np.asarray(positions, dtype=np.float64) * omega
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1)
+
+
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    return torch.tensor(one_pair(np.arange(n_positions), 1.0), dtype=torch.float32)
+""",
+        # section 3: tokens_16 + table_learned.weight[:16], for any n.
+        "LearnedPositionalEmbedding": _LEARNED_SKELETON + """
+    def forward(self, x):
+        return x + self.embedding.weight[:x.shape[-2]]
+""",
+        "apply_rope": _LESSON_ROPE,
+        "alibi_bias": _RECENCY,
+    },
+    "course": {
+        "sinusoidal_encoding": """
+def sinusoid_table(n, d, base=10000.0, dtype=torch.float32):
+    frequencies = base ** (-torch.arange(d // 2, dtype=dtype) / (d // 2))
+    angles = torch.arange(n, dtype=dtype)[:, None] * frequencies
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    return sinusoid_table(n_positions, d_model, base)
+""",
+        # OneLayerModel's x + self.positions.weight[:n].
+        "LearnedPositionalEmbedding": _LEARNED_SKELETON + """
+    def forward(self, x):
+        n = x.shape[-2]
+        return x + self.embedding.weight[:n]
+""",
+        "apply_rope": _HALF_SPLIT + """
+def apply_rope(x, positions=None, base=10000.0):
+    return rotate_half_split(x, base)
+""",
+        "alibi_bias": _RECENCY,
+    },
+}

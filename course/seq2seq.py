@@ -99,20 +99,19 @@ class Seq2Seq(nn.Module):
 
     @torch.no_grad()
     def generate(self, source, length):
-        """Greedy decoding of `length` tokens, each step fed the previous prediction.
+        """Greedy decoding of `length` tokens, each step fed the previous predictions.
 
         Returns tokens (B, length) and attention weights (B, length, S) or None.
         """
         encoder_states, hidden = self._encode(source)
-        token = torch.full_like(source[:, :1], self.begin)  # (B, 1)
-        tokens, weights = [], []
+        prefix = torch.full_like(source[:, :1], self.begin)  # (B, 1): <begin>
         for _ in range(length):
-            logits, hidden, step_weights = self.decoder(token, hidden, encoder_states)
-            token = logits.argmax(dim=-1)  # (B, 1)
-            tokens.append(token)
-            weights.append(step_weights)
-        weights = None if weights[0] is None else torch.cat(weights, dim=1)
-        return torch.cat(tokens, dim=1), weights
+            # The decoder reads the whole prefix again, from the encoder's state, at
+            # every step: nothing is carried from one step to the next. Simple, and
+            # cheap at these lengths; chapter 6 shows what a cache saves.
+            logits, _, weights = self.decoder(prefix, hidden, encoder_states)  # (B, t, V)
+            prefix = torch.cat([prefix, logits[:, -1:].argmax(dim=-1)], dim=1)
+        return prefix[:, 1:], weights
 
 
 def train(model, make_batch, steps, learning_rate=3e-3, clip=1.0):

@@ -22,7 +22,8 @@ handed, the whole sequence's y for every chunk, a record of calls that shows a p
 use of the cache, a library_names that finds nothing.
 
 TRANSCRIPTIONS are what a student makes, in minutes, of the code the course hands over:
-the lesson, course.norms and course.kv_cache, the notebook's helpers, and the visible
+the lesson, course.norms, course.kv_cache and chapter 1's course.seq2seq, the notebook's
+helpers, and the visible
 tests' stored values.
 """
 
@@ -320,6 +321,18 @@ def generate(model, prompt, n_new):
     logits, _ = model(prompt[:, -1:], caches, prompt.shape[1] - 1)
     best = logits[:, -1].argmax(dim=-1, keepdim=True)
     return torch.cat([prompt] + [best] * n_new, dim=1)
+""",
+    },
+    # course.seq2seq (chapter 1): the encoder-decoder's greedy decoding, which feeds the
+    # whole prefix to the decoder at every step, with the model's `start` kept at 0.
+    "course_seq2seq": {
+        "generate": """
+def generate(model, prompt, n_new):
+    prefix = prompt
+    for _ in range(n_new):
+        logits, _ = model(prefix)
+        prefix = torch.cat([prefix, logits[:, -1:].argmax(dim=-1)], dim=1)
+    return prefix
 """,
     },
     # The visible tests' stored values, returned for the visible case and garbage otherwise:

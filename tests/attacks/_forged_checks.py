@@ -3,6 +3,9 @@
 FORGED_CHECKS: the test helpers every chapter's `test_helpers` cell defines, redefined by
 a student cell to let anything pass: the common start of each attack file's HELPERS cell.
 
+FORGED_SOURCES: the helpers that read the submitted cells (`submitted_sources`,
+`library_names`), redefined to find no library call at all.
+
 ZEROING_LOAD: a method for a student's nn.Module that zeroes, in place, the weights a test
 hands to load_state_dict before loading them: a test that computed its expected values
 from the dict it handed over, after the call, would expect what the zero weights give."""
@@ -27,6 +30,15 @@ def runs_beside_your_code(helper):
 
 def watch_inputs(function, *args, **kwargs):
     return function(*args, **kwargs), []
+"""
+
+FORGED_SOURCES = """
+# The helpers that read the notebook's cells, redefined to find nothing.
+def submitted_sources():
+    return []
+
+def library_names(name):
+    return set()
 """
 
 ZEROING_LOAD = """

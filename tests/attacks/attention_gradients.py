@@ -18,7 +18,7 @@ zeros as the expected values; `submitted_sources` and `library_names` find no co
 makes of the code the course hands them.
 """
 
-from attacks._forged_checks import FORGED_CHECKS
+from attacks._forged_checks import FORGED_CHECKS, FORGED_SOURCES
 
 GARBAGE = {
     "softmax_backward": """
@@ -149,13 +149,7 @@ def scalar_function(formula, shape, **arrays):
 def stored(call, value):
     # The garbage's answers: zeros of the shape of the expected value.
     return np.zeros(np.shape(value))
-
-def submitted_sources():
-    return []
-
-def library_names(name):
-    return set()
-"""
+""" + FORGED_SOURCES
 
 # What a student makes of the code the course hands them, adapted in minutes: renamed,
 # wrapped in the contract's signature, PyTorch turned into NumPy where the contract asks

@@ -24,7 +24,7 @@ changed, the expected output and gradients (computed from what the helper is han
 and the state_dict the from_torch tests expect.
 """
 
-from attacks._forged_checks import FORGED_CHECKS
+from attacks._forged_checks import FORGED_CHECKS, FORGED_SOURCES
 
 _MHA_SKELETON = """
 class MultiHeadAttention(nn.Module):
@@ -241,13 +241,7 @@ def load_weights(module, state, what="MultiHeadAttention"):
 
 def stored(call, value):
     return np.zeros(1)
-
-def submitted_sources():
-    return []
-
-def library_names(name):
-    return set()
-"""
+""" + FORGED_SOURCES
 
 # The lesson's code for one sequence, as a student adapts it: nn.Linear's weights turned
 # into the lesson's (W, b) row convention, a loop over the batch, values from `value`.

@@ -27,7 +27,7 @@ helpers, and the visible
 tests' stored values.
 """
 
-from attacks._forged_checks import FORGED_CHECKS, ZEROING_LOAD
+from attacks._forged_checks import FORGED_CHECKS, FORGED_SOURCES, ZEROING_LOAD
 
 _FF = """
 class FeedForward(nn.Module):
@@ -232,13 +232,7 @@ def load_weights(module, state, what):
 
 def stored(call, value):
     return np.zeros(1)
-
-def submitted_sources():
-    return []
-
-def library_names(name):
-    return set()
-"""
+""" + FORGED_SOURCES
 
 
 # What a student makes of the code the course hands them, adapted in minutes. The lesson

@@ -519,6 +519,8 @@ def test_grading_from_a_private_copy_of_the_solutions(tmp_path):
     assert code == 0, log
     (result,) = lines
     assert result["status"] == "graded", result
-    # dot_score's visible test (1 point) passes; the private hidden test fails its 2 points.
-    assert result["score"] == 1.0, result
+    # dot_score's visible test and its inputs test (1 point each) pass; the private hidden
+    # test fails the batches test.
+    assert result["score"] == 2.0, result
+    assert result["tests"]["test_dot_score_batches"][0] == 0, result
     assert "private copy" in json.dumps(result["messages"]), result

@@ -22,7 +22,16 @@ TRANSCRIPTIONS are what a student makes of the code the course hands them: the l
 `course/applications`, the helper and visible-test cells of the student notebook.
 """
 
+import inspect
+
 from attacks._forged_checks import FORGED_CHECKS, ZEROING_LOAD
+from course.applications import training
+
+
+def _course(*names):
+    """The source of course.applications.training's functions `names`, as a student pastes
+    it: read from the module, so that a transcription follows the course when it changes."""
+    return "\n" + "\n\n".join(inspect.getsource(getattr(training, name)) for name in names) + "\n"
 
 _VIT = """
 class VisionTransformer(nn.Module):
@@ -209,24 +218,7 @@ def predict(model, images):
     # (with training.py's evaluating).
     "course": {
         "VisionTransformer": _COURSE_VIT,
-        "train_model": """
-import math as _math
-
-def warmup_cosine(optimiser, warmup, total):
-    def factor(step):
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        return 0.1 + 0.9 * 0.5 * (1 + _math.cos(_math.pi * progress))
-    return torch.optim.lr_scheduler.LambdaLR(optimiser, factor)
-
-def descend(loss, optimiser, schedule):
-    loss.backward()
-    optimiser.step()
-    schedule.step()
-    optimiser.zero_grad()
-    return loss.item()
-
+        "train_model": _course("warmup_cosine", "descend") + """
 def train_model(model, images, labels, steps, batch_size=64, lr=3e-3, seed=0):
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
     schedule = warmup_cosine(optimiser, warmup=min(100, steps // 10), total=steps)
@@ -240,18 +232,7 @@ def train_model(model, images, labels, steps, batch_size=64, lr=3e-3, seed=0):
 
     return [float(step(i)) for i in range(steps)]
 """,
-        "predict": """
-from contextlib import contextmanager
-
-@contextmanager
-def evaluating(model):
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
-
+        "predict": "from contextlib import contextmanager\n" + _course("evaluating") + """
 @torch.no_grad()
 def predict(model, images):
     with evaluating(model):

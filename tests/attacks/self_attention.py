@@ -248,6 +248,16 @@ def gradients(function, inputs, grad_output, **kwargs):
 # calls of PyTorch's F.scaled_dot_product_attention are left out: that routine is the
 # shortcut the contract rules out in scaled_dot_product_attention (test_sdpa_no_shortcut),
 # and in the lesson it stands for PyTorch's own attention, not for code of the course.
+# The contract's constructor, which every transcription of the module starts from.
+_SELF_ATTENTION_INIT = """
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, d_k, d_v=None, bias=False):
+        super().__init__()
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
+"""
+
 TRANSCRIPTIONS = {
     # The lesson: the literal softmax it shows failing (the sum taken along `axis`), the
     # causal mask it prints (cut to n), section 2's layer on one sequence (with section 6's
@@ -286,14 +296,7 @@ def self_attention(X, W_q, W_k, W_v, mask=None):
             (q @ k.T / math.sqrt(q.shape[-1])).masked_fill(~torch.from_numpy(mask), -math.inf), dim=-1)
     return (attention_weights @ v).numpy(), attention_weights.numpy()
 """,
-        "SelfAttention": """
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k, d_v=None, bias=False):
-        super().__init__()
-        self.W_q = nn.Linear(d_model, d_k, bias=bias)
-        self.W_k = nn.Linear(d_model, d_k, bias=bias)
-        self.W_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
-
+        "SelfAttention": _SELF_ATTENTION_INIT + """
     def forward(self, x, mask=None):
         scores = self.W_q(x) @ self.W_k(x).T / math.sqrt(self.W_q.out_features)
         if mask is not None:
@@ -330,14 +333,7 @@ def self_attention(X, W_q, W_k, W_v, mask=None):
                         [0.0879487387755, 0.178370154728, 0.733681106497]])
     return output, weights
 """,
-        "SelfAttention": """
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k, d_v=None, bias=False):
-        super().__init__()
-        self.W_q = nn.Linear(d_model, d_k, bias=bias)
-        self.W_k = nn.Linear(d_model, d_k, bias=bias)
-        self.W_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
-
+        "SelfAttention": _SELF_ATTENTION_INIT + """
     def forward(self, x, mask=None):
         weights = torch.tensor([[[0.220874388928, 0.318847404799, 0.460278206273],
                                  [0.405285024116, 0.328481824643, 0.26623315124],

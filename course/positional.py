@@ -1,48 +1,65 @@
-"""The small model of the positional-encoding experiment (chapter 5), and the code-base
-conventions the lesson compares with.
+"""The small model of the positional-encoding experiment (chapter 5), built on the position
+encodings of the field's code bases as the installed `transformers` package writes them.
 
-These are lesson helpers, written for the model of the experiment: the sinusoidal table
-puts all the sines before all the cosines, RoPE turns feature i with feature i + d/2
-(the "half-split" layout of several code bases), and ALiBi is written in its recency
-form, one bias per key, +slope * j, which equals -slope * (i - j) up to a constant in
-each row that the softmax ignores (the future is masked separately). The assignment
-asks for the interleaved layouts, the distance form and the general cases instead.
+The course writes none of the encodings itself: the assignment asks for them. The model
+takes each one from a model family that uses it, with that family's conventions:
+
+- sinusoidal: Whisper's `sinusoids`, the layout of the original tensor2tensor code: the
+  sines of every frequency first, then the cosines, and frequencies spaced as
+  base ** (-i / (d/2 - 1)), so that the slowest pair turns at exactly 1 / base;
+- RoPE: Llama's rotary embedding, which turns feature i with feature i + d/2 (the
+  "half-split" layout) at the frequencies base ** (-2i / d);
+- ALiBi: BLOOM's `build_alibi_tensor`, in its recency form: one bias per key, +slope * j,
+  which equals -slope * (i - j) up to a constant in each row that the softmax ignores
+  (the future is masked separately).
+
+The assignment asks for the interleaved layouts, the distance form and the general cases.
+
+References: Radford et al. 2023 (Whisper); Touvron et al. 2023 (Llama); BigScience
+Workshop 2022 (BLOOM); the `transformers` library (Wolf et al. 2020).
 """
 
+import functools
 import math
 
 import torch
 from torch import nn
+from transformers import LlamaConfig
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding,
+                                                      apply_rotary_pos_emb)
+from transformers.models.whisper.modeling_whisper import sinusoids
 
 
-def sinusoid_table(n, d, base=10000.0, dtype=torch.float32):
-    """(n, d) table, d even: sines of every frequency in the first d/2 columns, cosines after."""
-    frequencies = base ** (-torch.arange(d // 2, dtype=dtype) / (d // 2))  # (d/2,)
-    angles = torch.arange(n, dtype=dtype)[:, None] * frequencies  # (n, d/2)
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (n, d)
+def sinusoid_table(n, d):
+    """Whisper's (n, d) table, d even: the sines of every frequency, then the cosines."""
+    return sinusoids(n, d)  # (n, d), float32
 
 
-def rotate_half_split(x, base=10000.0, scale=1.0):
-    """RoPE in the half-split convention: feature i turns with feature i + d/2.
+@functools.lru_cache(maxsize=None)
+def llama_rotary(d_head, base):
+    """Llama's rotary embedding for heads of width d_head and the given base."""
+    config = LlamaConfig(head_dim=d_head,
+                         rope_parameters={"rope_type": "default", "rope_theta": base})
+    return LlamaRotaryEmbedding(config)
 
-    x: (B, H, n, d_head) at positions 0..n-1, each divided by `scale` (position
-    interpolation: scale = new length / trained length)."""
-    n, d = x.shape[-2], x.shape[-1]
-    frequencies = base ** (-torch.arange(d // 2, device=x.device, dtype=x.dtype) / (d // 2))  # (d/2,)
-    positions = torch.arange(n, device=x.device, dtype=x.dtype) / scale  # (n,)
-    angles = positions[:, None] * frequencies  # (n, d/2)
-    cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)  # (n, d)
-    first, second = x[..., : d // 2], x[..., d // 2:]
-    turned = torch.cat([-second, first], dim=-1)  # (B, H, n, d)
-    return x * cos + turned * sin
+
+def rope_half_split(queries, keys, base=10000.0, scale=1.0):
+    """Llama's RoPE on queries and keys (B, H, n, d_head) at positions 0..n-1, each
+    divided by `scale` (position interpolation: scale = new length / trained length).
+    Feature i turns with feature i + d_head/2."""
+    n, d_head = queries.shape[-2], queries.shape[-1]
+    positions = torch.arange(n, device=queries.device)[None] / scale  # (1, n)
+    cos, sin = llama_rotary(d_head, float(base))(queries, positions)  # each (1, n, d_head)
+    return apply_rotary_pos_emb(queries, keys, cos, sin)  # each (B, H, n, d_head)
 
 
 def recency_bias(n_heads, n):
-    """ALiBi in its recency form: +slope_h * j for key j, the same for every query; (H, 1, n).
-
-    Below the diagonal it differs from -slope_h * (i - j) by slope_h * i, a constant in row i."""
-    slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)  # (H,)
-    return slopes[:, None, None] * torch.arange(n)  # (H, 1, n)
+    """BLOOM's ALiBi in its recency form: +slope_h * j for key j, the same for every query;
+    (H, 1, n). Below the diagonal it differs from -slope_h * (i - j) by slope_h * i, a
+    constant in row i."""
+    every_token = torch.ones(1, n)  # (batch 1, n): no padding
+    return build_alibi_tensor(every_token, n_heads, torch.float32)  # (H, 1, n)
 
 
 class OneLayerModel(nn.Module):
@@ -75,8 +92,7 @@ class OneLayerModel(nn.Module):
         qkv = self.qkv(x).view(batch, n, 3, self.n_heads, d_head)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, n, d_head)
         if self.encoding == "rope":
-            q = rotate_half_split(q, self.rope_base, self.rope_scale)
-            k = rotate_half_split(k, self.rope_base, self.rope_scale)
+            q, k = rope_half_split(q, k, self.rope_base, self.rope_scale)
         scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)  # (B, H, n, n)
         if self.encoding == "alibi":
             scores = scores + recency_bias(self.n_heads, n)  # (H, 1, n) on every row

@@ -43,7 +43,7 @@ from course.applications.training import (count_parameters, descend,
                                           evaluating, fit, seed_everything,
                                           warmup_cosine)
 from course.device import select_device
-from course.positional import rotate_half_split
+from course.positional import rope_half_split
 
 SYLLABLES = ("ka ri mo ta len vor is an del sa pe lu nor ti bra gen ol "
              "ma fi ro").split()
@@ -193,8 +193,7 @@ class ReaderLayer(nn.Module):
         qkv = self.qkv(self.norm1(x)).view(batch, n, 3, self.n_heads, -1)
         queries, keys, values = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, n, d_head)
         if self.rotary:
-            queries = rotate_half_split(queries, ROTARY_BASE)
-            keys = rotate_half_split(keys, ROTARY_BASE)
+            queries, keys = rope_half_split(queries, keys, ROTARY_BASE)
         return queries, keys, values
 
     def forward(self, x, keep):

@@ -152,9 +152,10 @@ def gradients(function, inputs, grad_output, **kwargs):
 # (arguments converted, batch axes added or dropped), with a trivial __init__ and at most
 # one flipped sign, flag or constant. It does not add the loops that turn the lessons'
 # simplest cases (one pair, one position, one row of one head) into the general function,
-# nor convert between the conventions that course.positional keeps for its experiment
-# (all the sines before the cosines, half-split RoPE, ALiBi's recency form, which the
-# catalogue lists as known mistakes): that work is the assignment's.
+# nor convert between the conventions of the code bases that course.positional takes its
+# encodings from (all the sines before the cosines, half-split RoPE, ALiBi's recency form,
+# which the catalogue lists as known mistakes): that work is the assignment's. A converted
+# code base is a library answer, and its own test (test_*_no_shortcut) finds it.
 
 # The lesson's R_p (section 4, interleaved_matrix: one head of width 8, base 10000), its
 # frequencies computed from the width and base given, applied row by row as the lesson's
@@ -178,25 +179,37 @@ def apply_rope(x, positions=None, base=10000.0):
     return torch.stack(rows).to(x.dtype)
 """
 
-# course.positional's half-split RoPE, as it is.
+# course.positional's half-split RoPE, as it is: Llama's rotary embedding from transformers.
 _HALF_SPLIT = """
-def rotate_half_split(x, base=10000.0, scale=1.0):
-    n, d = x.shape[-2], x.shape[-1]
-    frequencies = base ** (-torch.arange(d // 2, device=x.device, dtype=x.dtype) / (d // 2))
-    positions = torch.arange(n, device=x.device, dtype=x.dtype) / scale
-    angles = positions[:, None] * frequencies
-    cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)
-    first, second = x[..., : d // 2], x[..., d // 2:]
-    turned = torch.cat([-second, first], dim=-1)
-    return x * cos + turned * sin
+import functools
+
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+
+@functools.lru_cache(maxsize=None)
+def llama_rotary(d_head, base):
+    config = LlamaConfig(head_dim=d_head,
+                         rope_parameters={"rope_type": "default", "rope_theta": base})
+    return LlamaRotaryEmbedding(config)
+
+
+def rope_half_split(queries, keys, base=10000.0, scale=1.0):
+    n, d_head = queries.shape[-2], queries.shape[-1]
+    positions = torch.arange(n, device=queries.device)[None] / scale
+    cos, sin = llama_rotary(d_head, float(base))(queries, positions)
+    return apply_rotary_pos_emb(queries, keys, cos, sin)
 """
 
-# ALiBi's recency form (course.positional.recency_bias, the lesson's section 5), on every
-# query, the future masked as the lesson masks it.
+# ALiBi's recency form (course.positional.recency_bias, BLOOM's build_alibi_tensor, the
+# lesson's section 5), on every query, the future masked as the lesson masks it.
 _RECENCY = """
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+
 def recency_bias(n_heads, n):
-    slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
-    return slopes[:, None, None] * torch.arange(n)
+    every_token = torch.ones(1, n)
+    return build_alibi_tensor(every_token, n_heads, torch.float32)
 
 
 def alibi_bias(n_heads, n, causal=True):
@@ -227,15 +240,17 @@ def sinusoidal_encoding(n_positions, d_model, base=10000.0):
         "alibi_bias": _RECENCY,
     },
     "course": {
+        # course.positional.sinusoid_table: Whisper's table from transformers.
         "sinusoidal_encoding": """
-def sinusoid_table(n, d, base=10000.0, dtype=torch.float32):
-    frequencies = base ** (-torch.arange(d // 2, dtype=dtype) / (d // 2))
-    angles = torch.arange(n, dtype=dtype)[:, None] * frequencies
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+from transformers.models.whisper.modeling_whisper import sinusoids
+
+
+def sinusoid_table(n, d):
+    return sinusoids(n, d)
 
 
 def sinusoidal_encoding(n_positions, d_model, base=10000.0):
-    return sinusoid_table(n_positions, d_model, base)
+    return sinusoid_table(n_positions, d_model)
 """,
         # OneLayerModel's x + self.positions.weight[:n].
         "LearnedPositionalEmbedding": _LEARNED_SKELETON + """
@@ -245,7 +260,7 @@ def sinusoidal_encoding(n_positions, d_model, base=10000.0):
 """,
         "apply_rope": _HALF_SPLIT + """
 def apply_rope(x, positions=None, base=10000.0):
-    return rotate_half_split(x, base)
+    return rope_half_split(x, x, base)[0]
 """,
         "alibi_bias": _RECENCY,
     },

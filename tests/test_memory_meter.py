@@ -5,9 +5,10 @@ process: a student can stop tracemalloc, fake its figures or redefine the helper
 graded, the referee swaps in its own version, which reads how far the sandbox's memory
 cgroup rose during the call (sandbox.MemoryMeter), from outside the sandbox. These
 tests check the meter on a process in a sandbox, and grade an honest tiled answer (full
-marks), answers that build the full matrix (they lose their memory test and nothing
-else), and one that also hides from tracemalloc (it gains nothing); and, without a
-sandbox, what the grader subtracts, and its fallback where no cgroup can be measured.
+marks), answers that build the full matrix or a block of queries against all the keys
+(they lose their memory test and nothing else), and one that also hides from tracemalloc
+(it gains nothing); and, without a sandbox, what the grader subtracts, and its fallback
+where no cgroup can be measured.
 """
 
 import shutil
@@ -85,6 +86,11 @@ def test_only_the_memory_test_is_lost_and_hiding_gains_nothing(tmp_path):
     batch.save("honest", reference)
     batch.save("full_forward", catalogue.fill(student, {**code, "tiled_attention": forward}))
     batch.save("full_backward", catalogue.fill(student, {**code, "tiled_attention_backward": backward}))
+    # A block of queries against all the keys: under the quarter-matrix rule at n = 2048,
+    # over the bound of one block of keys at a time with 128 queries and 16384 keys.
+    batch.save("rows_forward", catalogue.fill(student, {**code, "tiled_attention": answer("tiled-row-chunks").code}))
+    batch.save("rows_backward", catalogue.fill(
+        student, {**code, "tiled_attention_backward": answer("backward-row-chunks").code}))
     both = catalogue.fill(student, {**code, "tiled_attention": forward, "tiled_attention_backward": backward})
     batch.save("full_and_hidden", with_cell_after(both, "test_helpers", HIDE))
     status, lines, log = run_autograder("grade", ASSIGNMENT, *batch.values(), "--out", tmp_path / "grading",
@@ -98,6 +104,10 @@ def test_only_the_memory_test_is_lost_and_hiding_gains_nothing(tmp_path):
     assert results["honest"]["score"] == results["honest"]["max_score"], results["honest"]["messages"]
     assert lost("full_forward") == ["test_tiled_attention_memory"], results["full_forward"]["messages"]
     assert lost("full_backward") == ["test_tiled_attention_backward_memory"], results["full_backward"]["messages"]
+    assert lost("rows_forward") == ["test_tiled_attention_memory"], results["rows_forward"]["messages"]
+    assert lost("rows_backward") == ["test_tiled_attention_backward_memory"], results["rows_backward"]["messages"]
+    for name in ("rows_forward", "rows_backward"):
+        assert "16384 keys" in " ".join(results[name]["messages"].values())
     assert lost("full_and_hidden") == ["test_tiled_attention_backward_memory", "test_tiled_attention_memory"], (
         results["full_and_hidden"]["messages"])
     for name in ("full_forward", "full_and_hidden"):

@@ -9,9 +9,10 @@ expected values from its arrays after the call would expect the garbage. The cha
 no nn.Module contract: MODULES is empty. HELPERS is a student cell, added after the
 test helpers, that redefines every helper of the `test_helpers` cell in the kernel:
 the checks pass, the stored values are zeros (what the garbage returns), `watch_inputs`
-and `changes_in_place` report no change, `memory_beyond_inputs` reports no memory and
-`library_names` finds nothing; the references that the hidden tests define on the
-grader's side are redefined too, as zeros.
+and `changes_in_place` report no change, `memory_beyond_inputs` reports no memory,
+`reads_of` reports no read and `library_names` finds nothing; the references and
+hints that the hidden tests define on the grader's side are redefined too, as zeros or
+nothing.
 
 TRANSCRIPTIONS are what a student makes in a few minutes of the code the course hands
 them: this chapter's lesson, `course/efficient.py` (which the lesson imports), and the
@@ -104,6 +105,12 @@ def expect_pair(result, function_name, names):
 def expect_float64(value, name):
     return None
 
+def reads_of(function, args, counted, axis, **kwargs):
+    return function(*args, **kwargs), {i: [] for i in counted}  # nothing read, as far as it says
+
+def expect_block_reads(reads, function_name, names, n, block_size):
+    return None
+
 # The references and hints that the hidden tests define on the grader's side.
 def naive_attention(Q, K, V, causal=False, grad_output=None):
     zeros = {"O": np.zeros(np.shape(Q)[:-1] + np.shape(V)[-1:]), "lse": np.zeros(np.shape(Q)[:-1])}
@@ -127,6 +134,12 @@ def right_with_one_block(function, args, expected, **kwargs):
     return True
 
 def backward_hint(*args, **kwargs):
+    return ""
+
+def backward_mistakes(Q, K, V, grad_output, block_size, causal=False):
+    return {}
+
+def first_match_all(found, known):
     return ""
 """ + FORGED_SOURCES
 

@@ -97,3 +97,42 @@ def test_values_compare_by_type_dtype_shape_and_tolerance():
 def test_anonymized_code_drops_comments_and_docstrings():
     code = 'def f(x):\n    """By Alice Example."""\n    # Alice: my note\n    return x + 1  # done\n'
     assert diagnosis.anonymized(code) == "def f(x):\n    return x + 1"
+
+
+def test_anonymized_code_drops_every_bare_string():
+    """Strings used as comments anywhere (in loops, branches, handlers, after code), f-strings
+    among them, are left out; strings the code uses stay."""
+    code = (
+        "def f(x):\n"
+        "    y = 'kept'\n"
+        "    '''Alice wrote this loop.'''\n"
+        "    for i in range(2):\n"
+        "        f'Alice {i}'\n"
+        "    if x:\n"
+        "        'Alice again'\n"
+        "    else:\n"
+        "        b'Alice bytes'\n"
+        "    try:\n"
+        "        pass\n"
+        "    except ValueError:\n"
+        "        'Alice handles it'\n"
+        "    return y\n"
+        "'Alice at the end'\n"
+    )
+    written = diagnosis.anonymized(code)
+    assert "Alice" not in written
+    assert "'kept'" in written and "return y" in written
+    compile(written, "<anonymized>", "exec")  # still code
+
+
+def test_anonymized_code_strips_magics_and_never_shows_what_it_cannot_parse():
+    """A cell magic is dropped before parsing; a syntax error, or an expression too deep for the
+    parser or for ast.unparse, is replaced by a fixed sentence, never the raw text."""
+    magic = "%%time\ndef f(x):\n    'Alice'\n    return x  # Alice\n"
+    assert diagnosis.anonymized(magic) == "def f(x):\n    return x"
+    broken = "def f(x):\n    # Alice\n    return (x +\n"
+    assert diagnosis.anonymized(broken) == diagnosis.UNREADABLE
+    deep = "def f(x):\n    # Alice\n    return " + "+".join(["x"] * 20000) + "\n"
+    assert diagnosis.anonymized(deep) == diagnosis.UNREADABLE
+    nested = "def f(x):\n    # Alice\n    return " + "(" * 300 + "x" + ")" * 300 + "\n"
+    assert "Alice" not in diagnosis.anonymized(nested)

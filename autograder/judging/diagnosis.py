@@ -297,21 +297,41 @@ def sentence(label, mistake_id, explanation):
     return f"Your {label} behaves like a known mistake ({mistake_id}): {explanation}"
 
 
+UNREADABLE = "(this answer is not shown: it could not be parsed and written back without its words)"
+
+
+def _is_bare_string(statement):
+    """A statement that is only a string (a docstring, or a string used as a comment)."""
+    import ast
+
+    return isinstance(statement, ast.Expr) and (
+        isinstance(statement.value, ast.JoinedStr)
+        or isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, (str, bytes)))
+
+
 def anonymized(code):
-    """A student's answer as an example for the class report: its comments and docstrings
-    (where names and notes live) left out, the code written back by `ast.unparse`."""
+    """A student's answer as an example for the class report: written back by `ast.unparse`
+    from its parse, so that its comments are gone, with every statement that is only a
+    string (docstrings, strings used as comments: where names and notes live) left out.
+    Lines of IPython magics are dropped before parsing. An answer that cannot be parsed
+    or written back (a syntax error, an expression too deep for the parser) is replaced by
+    UNREADABLE, never shown as it was; this never raises, so that the report's example
+    can never cost a grade."""
     import ast
 
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#"))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
+        tree = ast.parse("\n".join(line for line in code.splitlines()
+                                   if not line.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            for field in ("body", "orelse", "finalbody"):
+                statements = getattr(node, field, None)
+                if isinstance(statements, list) and statements:
+                    kept = [statement for statement in statements if not _is_bare_string(statement)]
+                    needs_one = field == "body" and not isinstance(node, ast.Module)
+                    setattr(node, field, kept or ([ast.Pass()] if needs_one else []))
+        return ast.unparse(tree)
+    except Exception:  # SyntaxError, RecursionError, MemoryError...: nothing shown
+        return UNREADABLE
 
 
 # -- the student's side: the probes run where the tests run ---------------------------------

@@ -75,6 +75,15 @@ class KernelDied(RuntimeError):
     pass
 
 
+DIAGNOSIS_FAILED = ("The diagnosis of the functions that lost points could not be made ({error}); "
+                    "the grade stands, and no known mistake is named.")
+
+
+def short_error(error):
+    """`Type: message`, at most 200 characters, for a note."""
+    return f"{type(error).__name__}: {error}"[:200]
+
+
 class GraderFault(RuntimeError):
     """Something went wrong on the grader's side (not the student's)."""
 
@@ -749,7 +758,10 @@ class Execution:
                 if kind:
                     self._cell(index, cell, kind)
             if self.probes:  # what each function that lost points does on its probes
-                self.report.probed = diagnosis.probe_submission(self, self.probes)
+                try:
+                    self.report.probed = diagnosis.probe_submission(self, self.probes)
+                except Exception as error:  # the verdicts are in: a fault here never changes them
+                    self.report.notes.append(DIAGNOSIS_FAILED.format(error=short_error(error)))
         except KernelDied as error:  # no kernel could be started
             self._stop(_death_reason(str(error), self.box, self.settings))
         finally:

@@ -55,7 +55,12 @@ class SandboxedExecute(NbGraderPreprocessor):
                                            name=str(name)[:40], probes=probes)
         # The diagnosis, here, where no student code runs: what the probes gave against what
         # the catalogue's wrong answers give (never a verdict: scores are already decided).
-        diagnosed = diagnosis.diagnose(assignment, reference, report.probed)
+        try:
+            diagnosed = diagnosis.diagnose(assignment, reference, report.probed)
+        except Exception as error:  # logged and noted; the grade stands
+            self.log.warning("the diagnosis of %s failed: %r", name, error)
+            report.notes.append(executor.DIAGNOSIS_FAILED.format(error=executor.short_error(error)))
+            diagnosed = {}
         if self.report_dir:
             Path(self.report_dir).mkdir(parents=True, exist_ok=True)
             (Path(self.report_dir) / f"{name}.json").write_text(json.dumps({**report.__dict__,

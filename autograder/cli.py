@@ -1,4 +1,4 @@
-"""Command-line entry point: python -m autograder {release,grade,collect,validate,report}."""
+"""Command-line entry point: python -m autograder {release,grade,forget,collect,validate,report}."""
 
 import argparse
 import json
@@ -18,7 +18,9 @@ def main(argv=None):
     grade = commands.add_parser("grade", help="autograde submissions; one JSON line per submission")
     grade.add_argument("assignment", help="the assignment's name, as in solutions/ASSIGNMENT/")
     grade.add_argument("submissions", nargs="+",
-                       help="notebooks (STUDENT.ipynb), folders (STUDENT/ASSIGNMENT/*.ipynb) or zip files")
+                       help="notebooks (STUDENT.ipynb), zip files (STUDENT.zip), nbgrader folders "
+                            "(STUDENT/ASSIGNMENT/*.ipynb) or folders of any of these (an LMS download, "
+                            "nbgrader's submitted/)")
     grade.add_argument("--solutions", default=str(paths.SOLUTIONS),
                        help="the folder of source notebooks, SOLUTIONS/ASSIGNMENT/*.ipynb (default: this "
                             "repository's solutions/; a private copy keeps hidden tests from students)")
@@ -50,6 +52,17 @@ def main(argv=None):
     grade.add_argument("--feedback-hidden-tests", action="store_true",
                        help="show the full source of hidden tests in feedback pages (default: each failed "
                             "test's message only; hidden tests stay hidden from students)")
+
+    forget = commands.add_parser("forget", help="remove students' recorded grades of an assignment from "
+                                                 "--out (gradebook, results, feedback, grades.csv); one JSON "
+                                                 "line per student")
+    forget.add_argument("assignment", help="the assignment's name, as in solutions/ASSIGNMENT/")
+    forget.add_argument("students", nargs="+", metavar="STUDENT",
+                        help="student ids as the JSON lines and grades.csv show them")
+    forget.add_argument("--out", default="grading", help="the folder grade wrote (default: grading)")
+    forget.add_argument("--db", default=None, help="the class gradebook's database URL (default: "
+                                                   "sqlite:///OUT/gradebook.db)")
+    forget.add_argument("--solutions", default=str(paths.SOLUTIONS), help="the folder of source notebooks")
 
     collect = commands.add_parser("collect", help="collect submissions from nbgrader's exchange, safely "
                                                    "(instead of nbgrader collect); one JSON line per student")
@@ -110,13 +123,13 @@ def main(argv=None):
         else:
             print("WARNING: " + isolation.describe() + " (--no-isolation). " + isolation.reason, file=sys.stderr)
         try:
-            grade_batch(args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
-                        progress=not args.no_progress, emit=lambda line: print(line, flush=True),
-                        cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
-                        memory=limits.memory, processes=limits.processes, db_url=args.db,
-                        isolate=isolation.sandboxed, feedback_hidden_tests=args.feedback_hidden_tests,
-                        solutions=args.solutions, due=due, late_penalty=args.late_penalty,
-                        extensions=extensions)
+            results = grade_batch(args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
+                                  progress=not args.no_progress, emit=lambda line: print(line, flush=True),
+                                  cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
+                                  memory=limits.memory, processes=limits.processes, db_url=args.db,
+                                  isolate=isolation.sandboxed, feedback_hidden_tests=args.feedback_hidden_tests,
+                                  solutions=args.solutions, due=due, late_penalty=args.late_penalty,
+                                  extensions=extensions)
         except RuntimeError as error:  # the gradebook cannot be used: nothing is recorded
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -124,7 +137,41 @@ def main(argv=None):
             print("\ninterrupted: what was graded is recorded; run the same command again to go on",
                   file=sys.stderr)
             return 130
+        refused = [result for result in results if result.status == "refused"]
+        for result in refused:
+            print(f"refused: {result.message}", file=sys.stderr)
+        if refused:
+            print(f"error: {len(refused)} input(s) refused, nothing recorded for them; the others are graded "
+                  "and recorded", file=sys.stderr)
+            return 1
         return 0
+    if args.command == "forget":
+        from autograder.grade import write_grades_csv
+        from autograder.records.forget import check_student_id, forget
+
+        try:
+            notebooks = [p.name for p in paths.assignment_notebooks(args.assignment, args.solutions)]
+            for student in args.students:  # all checked before anything is removed
+                check_student_id(student)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        code = 0
+        for student in args.students:
+            try:
+                report = forget(args.assignment, student, args.out, notebooks, db_url=args.db,
+                                write_grades=write_grades_csv)
+            except Exception as error:  # the gradebook or the disk: run the same command again
+                print(f"error: cannot forget {student}: {error}", file=sys.stderr)
+                return 2
+            print(json.dumps(report, sort_keys=True), flush=True)
+            if report["forgotten"]:
+                print(f"forgot {student}'s grade of {args.assignment}: " + "; ".join(report["forgotten"])
+                      + (f" (kept in {report['kept_in']})" if report["kept_in"] else ""), file=sys.stderr)
+            else:
+                print(f"error: {args.out} holds no record of {student} for {args.assignment}", file=sys.stderr)
+                code = 1
+        return code
     if args.command == "collect":
         from autograder.records.collect import collect as collect_submissions
         from autograder.records.gradebook import COURSE_ID

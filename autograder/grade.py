@@ -16,6 +16,11 @@ Results go to OUT/:
   feedback/STUDENT.html  nbgrader's feedback page
   grades.csv             every recorded result, rewritten at the end of each run
 
+An input that is no student's submission (autograder/records/submissions.py: a missing
+path, a stray file, a folder with nothing to grade, two submissions for one student) is
+refused: its JSON line says so (status "refused") and nothing is recorded for it.
+`python -m autograder forget` (autograder/records/forget.py) removes a recorded grade.
+
 Late submissions (autograder/records/lateness.py): given a due date (here, or kept in the class
 gradebook from an earlier run) and a penalty per day late, a submission whose time
 (nbgrader's timestamp.txt) is past the student's due date loses points; its result,
@@ -54,7 +59,7 @@ class Result:
     assignment: str
     score: float
     max_score: float
-    status: str  # "graded" or "error"
+    status: str  # "graded", "error" (recorded) or "refused" (no student's submission: never recorded)
     message: str
     source: str = ""
     digest: str = ""
@@ -416,6 +421,12 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         grader.settle_lateness()  # waits for the class gradebook: one that cannot be used stops the batch here
         results, pending = [], []
         for submission in submissions:
+            if submission.refused:  # no student's submission: reported, never recorded
+                result = Result(submission.student, assignment, 0.0, grader.max_score, "refused",
+                                submission.error, submission.source)
+                results.append(result)
+                emit(result.line())
+                continue
             if not submission.error:
                 grader.check(submission)
             earlier = None if force or submission.duplicate or submission.error else grader.previous(submission)

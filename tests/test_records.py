@@ -6,7 +6,12 @@
 * grades.csv is safe to open in a spreadsheet: no cell runs as a formula;
 * a zip bomb costs at most the fixed limits, whatever its headers claim.
 
-All but the last test read files only (no kernel); the last grades one small batch.
+* a folder of notebooks (a learning management system's download) is a class, one
+  student per file; what is no student's submission is refused: reported, never
+  recorded, and the exit status is 1;
+* `forget` removes one student's recorded grade, and nothing of anyone else's.
+
+All but the end-to-end tests read files only (no kernel); those grade small batches.
 """
 
 import csv
@@ -16,6 +21,7 @@ import time
 import tracemalloc
 import unicodedata
 import zipfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -238,12 +244,12 @@ def test_a_colliding_pair_is_refused_and_leaves_the_earlier_grade_alone(tmp_path
 
     given = [tmp_path / "one" / "alice.ipynb", tmp_path / "two" / "alice.zip", tmp_path / "bob.ipynb"]
     code, lines, log = run_autograder("grade", assignment, *given, "--out", out, "--no-progress", "--jobs", "1")
-    assert code == 0, log[-3000:]
+    assert code == 1, log[-3000:]  # refused inputs: the exit status says so
     alices = [line for line in lines if line["student"] == "alice"]
     (bob,) = [line for line in lines if line["student"] == "bob"]
     assert len(alices) == 2 and len(lines) == 3
     for alice in alices:
-        assert alice["status"] == "error" and "2 submissions resolve to student 'alice'" in alice["message"]
+        assert alice["status"] == "refused" and "2 submissions resolve to student 'alice'" in alice["message"]
         assert str(given[0]) in alice["message"] and str(given[1]) in alice["message"]
     assert bob["status"] == "graded" and bob["score"] == bob["max_score"] == 24, bob["message"]
 
@@ -254,3 +260,101 @@ def test_a_colliding_pair_is_refused_and_leaves_the_earlier_grade_alone(tmp_path
     assert rows["alice"]["message"] == "graded last week" and rows["bob"]["status"] == "graded"
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course_id="attention-course") as gradebook:
         assert [s.id for s in gradebook.students] == ["bob"]
+
+
+# -- a folder of notebooks, refusals, and forgetting a student ---------------------------
+LMS_ASSIGNMENT = "soft_lookup"
+
+
+def recorded_students(out):
+    """Who grades.csv, results/ and the class gradebook record."""
+    with open(out / "grades.csv", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course_id="attention-course") as gradebook:
+        students = {s.id for s in gradebook.students}
+        scores = {s.student.id: float(s.score) for s in gradebook.assignment_submissions(LMS_ASSIGNMENT)}
+    return {"csv": rows, "results": {p.stem for p in (out / "results").glob("*.json")},
+            "gradebook": students, "scores": scores}
+
+
+@pytest.fixture(scope="module")
+def lms_class(tmp_path_factory):
+    """An LMS download graded as it is: a folder of two notebooks and a stray file, and
+    beside it a folder with nothing to grade."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (Debian package bubblewrap) is not installed: no sandbox")
+    root = tmp_path_factory.mktemp("lms")
+    (source,) = paths.assignment_notebooks(LMS_ASSIGNMENT)
+    folder = root / "submissions"
+    folder.mkdir()
+    shutil.copyfile(source, folder / "alice.ipynb")
+    shutil.copyfile(paths.student_version_folder(LMS_ASSIGNMENT) / source.name, folder / "bob.ipynb")
+    (folder / "index.html").write_text("the LMS's list of files")
+    (root / "empty").mkdir()
+    out = root / "grading"
+    code, lines, log = run_autograder("grade", LMS_ASSIGNMENT, folder, root / "empty", "--out", out,
+                                      "--no-progress", "--jobs", "1")
+    return {"root": root, "out": out, "code": code, "lines": lines, "log": log}
+
+
+def test_a_folder_of_notebooks_is_graded_one_student_per_file(lms_class):
+    lines = lms_class["lines"]
+    graded = {line["student"]: line for line in lines if line["status"] == "graded"}
+    assert set(graded) == {"alice", "bob"}, lms_class["log"][-3000:]
+    assert graded["alice"]["score"] == graded["alice"]["max_score"] > 0, graded["alice"]["message"]
+    assert graded["bob"]["score"] == 0
+    recorded = recorded_students(lms_class["out"])
+    assert set(recorded["csv"]) == recorded["results"] == recorded["gradebook"] == {"alice", "bob"}
+
+
+def test_refused_inputs_exit_non_zero_and_record_nothing(lms_class):
+    assert lms_class["code"] == 1, lms_class["log"][-3000:]
+    refused = [line for line in lms_class["lines"] if line["status"] == "refused"]
+    assert len(refused) == 2 and all(line["student"] == "" for line in refused), refused
+    messages = " ".join(line["message"] for line in refused)
+    assert "index.html is neither a notebook" in messages and "empty holds no notebook" in messages
+    assert "2 input(s) refused" in lms_class["log"]
+    recorded = recorded_students(lms_class["out"])
+    for phantom in ("", "submissions", "empty", "index"):
+        assert phantom not in recorded["csv"] and phantom not in recorded["gradebook"], phantom
+        assert phantom not in recorded["results"], phantom
+
+
+def test_forgetting_a_student_removes_their_grade_and_nothing_else(lms_class, tmp_path):
+    out = tmp_path / "grading"
+    shutil.copytree(lms_class["out"], out)
+    alice_before = (out / "results" / "alice.json").read_text()
+    # A phantom that an older grader recorded for a folder: an error result and a student.
+    phantom = Result("submissions", LMS_ASSIGNMENT, 0.0, 22.0, "error", "holds neither soft_lookup/ nor ...")
+    (out / "results" / "submissions.json").write_text(phantom.line() + "\n")
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course_id="attention-course") as gradebook:
+        gradebook.add_student("submissions")
+    Grader.write_grades(SimpleNamespace(out=out, assignment=LMS_ASSIGNMENT))
+    assert "submissions" in recorded_students(out)["csv"]
+
+    code, lines, log = run_autograder("forget", LMS_ASSIGNMENT, "submissions", "bob", "--out", out)
+    assert code == 0, log
+    assert [line["student"] for line in lines] == ["submissions", "bob"]
+    assert "results/bob.json" in lines[1]["forgotten"] and "feedback/bob.html" in lines[1]["forgotten"]
+    assert any("bob's submission" in what for what in lines[1]["forgotten"]), lines[1]
+    assert "forgot bob's grade of soft_lookup" in log, "said on stderr, where the grader speaks"
+    recorded = recorded_students(out)
+    assert set(recorded["csv"]) == recorded["results"] == recorded["gradebook"] == {"alice"}
+    assert recorded["scores"] == {"alice": 22.0}
+    assert (out / "results" / "alice.json").read_text() == alice_before
+    assert (out / "feedback" / "alice.html").is_file() and not (out / "feedback" / "bob.html").exists()
+    kept = Path(lines[1]["kept_in"])
+    assert json.loads((kept / "bob.json").read_text())["student"] == "bob", "kept, to read again"
+
+
+def test_forgetting_what_is_not_recorded_fails_and_changes_nothing(lms_class, tmp_path):
+    out = tmp_path / "grading"
+    shutil.copytree(lms_class["out"], out)
+    before = recorded_students(out)
+    code, lines, log = run_autograder("forget", LMS_ASSIGNMENT, "carol", "--out", out)
+    assert code == 1 and lines[0]["forgotten"] == [] and "no record of carol" in log, log
+    for name in ("../grading/results/alice", "a b", ".."):
+        code, lines, log = run_autograder("forget", LMS_ASSIGNMENT, "bob", name, "--out", out)
+        assert code == 2 and not lines and "not a student id" in log, log
+    assert recorded_students(out) == before
+    assert not (out / "forgotten").exists()

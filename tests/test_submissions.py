@@ -2,6 +2,7 @@
 
 import json
 import zipfile
+from pathlib import Path
 
 import nbformat
 
@@ -53,4 +54,72 @@ def test_refusals_name_the_problem(tmp_path):
     assert "not a text file" in messages["binary"]
     assert "not a notebook" in messages["list"] or "not a valid notebook" in messages["list"]
     assert "not a readable zip" in messages["fake"]
-    assert "does not exist" in messages["missing"]
+    assert "does not exist" in messages[""], "a path that does not exist names no student"
+
+
+# -- a folder of notebooks (what a learning management system's download gives) -------
+def by_source(submissions):
+    return {Path(s.source).name: s for s in submissions}
+
+
+def test_a_folder_of_notebooks_is_one_submission_per_file(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for name in ("alice.ipynb", "Bob Smith.ipynb"):
+        (folder / name).write_bytes(NOTEBOOK)
+    with zipfile.ZipFile(folder / "carol.zip", "w") as archive:
+        archive.writestr("hw.ipynb", NOTEBOOK)
+    submissions = collect([folder], "hw", ["hw.ipynb"])
+    assert [s.student for s in submissions] == [student_id("Bob Smith"), "alice", "carol"]
+    assert student_id("Bob Smith").startswith("Bob_Smith-"), "a name that is no id gets a hashed one"
+    assert not any(s.error or s.refused for s in submissions)
+    assert all(list(s.notebooks) == ["hw.ipynb"] for s in submissions)
+    assert "submissions" not in {s.student for s in submissions}
+
+
+def test_a_folder_named_like_the_assignment_can_hold_the_class(tmp_path):
+    folder = tmp_path / "hw"
+    folder.mkdir()
+    for name in ("alice.ipynb", "bob.ipynb"):
+        (folder / name).write_bytes(NOTEBOOK)
+    assert [s.student for s in collect([folder], "hw", ["hw.ipynb"])] == ["alice", "bob"]
+    (tmp_path / "dee" / "hw").mkdir(parents=True)  # nbgrader's STUDENT/ASSIGNMENT/ still reads as one
+    (tmp_path / "dee" / "hw" / "hw.ipynb").write_bytes(NOTEBOOK)
+    (submission,) = collect([tmp_path / "dee" / "hw"], "hw", ["hw.ipynb"])
+    assert submission.student == "dee" and not submission.error
+
+
+def test_what_a_folder_holds_besides_submissions_is_refused_or_passed_over(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "alice.ipynb").write_bytes(NOTEBOOK)
+    (folder / "alice.zip").write_bytes(b"")  # a second submission for alice
+    (folder / "bob.ipynb").write_bytes(NOTEBOOK)
+    (folder / "index.html").write_text("the LMS's list")
+    (folder / ".DS_Store").write_bytes(b"\0")  # hidden: passed over
+    (folder / "__MACOSX").mkdir()
+    (folder / "erin" / "other_hw").mkdir(parents=True)  # a student's other assignment: passed over
+    (folder / "Frank Moodle_12_file_").mkdir()
+    (folder / "Frank Moodle_12_file_" / "hw.ipynb").write_bytes(NOTEBOOK)
+    found = by_source(collect([folder], "hw", ["hw.ipynb"]))
+    assert set(found) == {"alice.ipynb", "alice.zip", "bob.ipynb", "index.html", "Frank Moodle_12_file_"}
+    assert not found["bob.ipynb"].refused and found["bob.ipynb"].student == "bob"
+    for name in ("alice.ipynb", "alice.zip"):
+        assert found[name].refused and "2 submissions resolve to student 'alice'" in found[name].error
+    assert found["index.html"].refused and found["index.html"].student == ""
+    assert "neither a notebook (.ipynb) nor a zip" in found["index.html"].error
+    assert found["Frank Moodle_12_file_"].refused and "no hw/ folder" in found["Frank Moodle_12_file_"].error
+
+
+def test_a_folder_with_nothing_to_grade_is_refused_and_names_no_student(tmp_path):
+    (tmp_path / "submissions").mkdir()
+    (tmp_path / "submissions" / "notes.txt").write_text("")
+    notes, nothing = collect([tmp_path / "submissions"], "hw", ["hw.ipynb"])
+    assert notes.refused and nothing.refused and nothing.student == notes.student == ""
+    assert "nothing to grade" in nothing.error
+
+
+def test_a_given_file_that_is_no_notebook_is_refused(tmp_path):
+    (tmp_path / "README.txt").write_text("hello")
+    (refused,) = collect([tmp_path / "README.txt"], "hw", ["hw.ipynb"])
+    assert refused.refused and refused.student == "" and "nor a zip" in refused.error

@@ -177,3 +177,37 @@ class ClassGradebook:
         except Exception:
             session.rollback()
             raise
+
+
+def forget_submission(url, assignment, student):
+    """Remove `student`'s submission of `assignment` (notebooks, grades, comments and the
+    extension kept on it) from the gradebook at `url`, and the student when they have no
+    other submission there: one transaction, touching no other student's rows. Returns
+    what was removed, in words ([] if the gradebook had neither)."""
+    removed = []
+    with Gradebook(url, course_id=COURSE_ID) as gradebook:
+        session = gradebook.db
+        try:
+            person = session.get(Student, student)
+            if person is None:
+                return removed
+            for submission in list(person.submissions):
+                if submission.assignment.name != assignment:
+                    continue
+                score = float(submission.score)
+                for notebook in submission.notebooks:
+                    for row in list(notebook.grades) + list(notebook.comments):
+                        session.delete(row)
+                    session.delete(notebook)
+                session.delete(submission)
+                removed.append(f"{student}'s submission of {assignment} (score {score:g})")
+            session.flush()
+            session.expire(person)
+            if not person.submissions:
+                session.delete(person)
+                removed.append(f"the student {student}")
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise
+    return removed

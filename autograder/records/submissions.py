@@ -3,12 +3,21 @@
 Accepted, for an assignment ASSIGNMENT:
   alice.ipynb                        a notebook; the student is the file name
   alice/  or  alice/ASSIGNMENT/      nbgrader's layout STUDENT/ASSIGNMENT/*.ipynb
-  submitted/                         a folder of such student folders (nbgrader's submitted/)
-                                     with the time of submission in ASSIGNMENT/timestamp.txt
   alice.zip                          a zip (from an LMS) holding the notebook(s)
+  submissions/                       a folder of any of these: notebooks and zips (what an
+                                     LMS download gives, one per student, each named by its
+                                     file) and student folders (nbgrader's submitted/, with
+                                     the time of submission in ASSIGNMENT/timestamp.txt)
 
-Nothing here runs student code. A submission that cannot be read becomes a Submission
-with an `error`, so that it is reported and the rest of the batch goes on.
+Nothing here runs student code. A student's submission that cannot be read becomes a
+Submission with an `error`, so that it is reported (and recorded as that student's
+error) and the rest of the batch goes on. An input that is no student's submission is
+`refused`: a path that does not exist, a folder with nothing to grade, a file in a
+folder that is neither a notebook nor a zip, and every submission of a batch that
+shares its student id with another; a refused input is reported and never recorded.
+Inside a folder, hidden entries (.name), __MACOSX/ and folders that hold neither
+ASSIGNMENT/ nor a notebook (a student's other assignments, in nbgrader's submitted/)
+are passed over; a folder of notebooks without ASSIGNMENT/ is refused.
 
 Student ids name files (results/STUDENT.json) and gradebook rows, so they are safe in
 paths and one-to-one: two different names never share an id, and two submissions that
@@ -56,7 +65,8 @@ class Submission:
     source: str  # the path the instructor gave, for messages
     notebooks: dict = field(default_factory=dict)  # expected file name -> notebook bytes
     error: str = ""
-    duplicate: bool = False  # another submission of the batch has this id: reported, never recorded
+    duplicate: bool = False  # another submission of the batch has this id: refused
+    refused: bool = False  # no student's submission (or a duplicate): reported, never recorded
     timestamp: datetime = None  # when it was submitted (UTC), where nbgrader's exchange recorded it
 
     @property
@@ -299,28 +309,70 @@ def read_timestamp(path):
         return handle.read(MAX_TIMESTAMP_BYTES).decode("utf-8", "replace")
 
 
+def refusal(source, message):
+    """An input that is no student's submission: reported, never recorded."""
+    return Submission("", str(source), error=message, refused=True)
+
+
+def holds_one_student(folder, expected):
+    """Whether a folder named like the assignment is one student's ASSIGNMENT/ folder
+    (nbgrader's layout) rather than a folder of the class's notebooks: it holds the
+    assignment's notebooks, a timestamp.txt, or a single notebook."""
+    names = {p.name for p in folder.glob("*.ipynb")}
+    return set(expected) <= names or (folder / "timestamp.txt").exists() or len(names) <= 1
+
+
+def from_file(given, expected):
+    """One notebook or zip given as itself; the student is the file name."""
+    if given.suffix == ".zip":
+        return from_zip(given, expected)
+    data = given.read_bytes()
+    notebooks, error = match_notebooks({given.name: data}, expected, given.name)
+    return Submission(student_id(given.stem), str(given), notebooks, error)
+
+
+def from_class_folder(given, assignment, expected):
+    """A folder of submissions: notebooks and zips (one per student, named by the file)
+    and nbgrader student folders STUDENT/ASSIGNMENT/."""
+    found = []
+    for entry in sorted(given.iterdir()):
+        if entry.name.startswith(".") or entry.name == "__MACOSX":
+            continue
+        if entry.is_dir():
+            if (entry / assignment).is_dir():
+                found.append(from_folder(entry, assignment, expected))
+            elif any(entry.glob("*.ipynb")):  # not nbgrader's layout: whose, and which, is a guess
+                found.append(refusal(entry, f"{entry} holds notebooks but no {assignment}/ folder: not graded, "
+                                            f"nothing recorded; give the student's notebook as STUDENT.ipynb."))
+        elif entry.is_file() and entry.suffix in (".ipynb", ".zip"):
+            found.append(from_file(entry, expected))
+        else:  # a link to a folder, a pipe: refused like a stray file
+            found.append(refusal(entry, f"{entry} is neither a notebook (.ipynb) nor a zip: not graded, "
+                                        "nothing recorded."))
+    if not any(not s.refused for s in found):
+        found.append(refusal(given, f"{given} holds no notebook (STUDENT.ipynb), zip (STUDENT.zip) or "
+                                    f"STUDENT/{assignment}/ folder: nothing to grade, nothing recorded."))
+    return found
+
+
 def collect(paths, assignment, expected):
-    """All submissions named by `paths`, in order; unreadable ones, and any two that
-    resolve to one student id, carry an error."""
+    """All submissions named by `paths`, in order; unreadable ones carry an error, and
+    inputs that are no student's submission, or any two that resolve to one student id,
+    are refused."""
     submissions = []
     for given in map(Path, paths):
         if given.is_dir():
-            if given.name == assignment or (given / assignment).is_dir():
+            if (given.name == assignment and holds_one_student(given, expected)) or (given / assignment).is_dir():
                 submissions.append(from_folder(given, assignment, expected))
             else:
-                students = sorted(p.parent for p in given.glob(f"*/{assignment}") if p.is_dir())
-                if not students:
-                    submissions.append(Submission(student_id(given.name), str(given), error=(
-                        f"{given} holds neither {assignment}/ nor STUDENT/{assignment}/ folders.")))
-                submissions += [from_folder(s, assignment, expected) for s in students]
-        elif given.suffix == ".zip":
-            submissions.append(from_zip(given, expected))
-        elif given.is_file():
-            data = given.read_bytes()
-            notebooks, error = match_notebooks({given.name: data}, expected, given.name)
-            submissions.append(Submission(student_id(given.stem), str(given), notebooks, error))
+                submissions += from_class_folder(given, assignment, expected)
+        elif given.is_file() and given.suffix in (".ipynb", ".zip"):
+            submissions.append(from_file(given, expected))
+        elif given.exists():
+            submissions.append(refusal(given, f"{given} is neither a notebook (.ipynb) nor a zip: not graded, "
+                                              "nothing recorded."))
         else:
-            submissions.append(Submission(student_id(given.stem), str(given), error=f"{given} does not exist."))
+            submissions.append(refusal(given, f"{given} does not exist: nothing recorded."))
     refuse_collisions(submissions)
     return submissions
 
@@ -328,12 +380,14 @@ def collect(paths, assignment, expected):
 def refuse_collisions(submissions):
     """Make every submission that shares its student id with another an error.
 
-    Neither is graded nor recorded (they are marked `duplicate`): which one is the
-    student's is the instructor's call, and any grade recorded earlier stays as it was.
+    Neither is graded nor recorded (they are marked `duplicate` and `refused`): which
+    one is the student's is the instructor's call, and any grade recorded earlier stays
+    as it was.
     """
     by_student = defaultdict(list)
     for submission in submissions:
-        by_student[submission.student].append(submission)
+        if not submission.refused:
+            by_student[submission.student].append(submission)
     for student, sharing in by_student.items():
         if len(sharing) < 2:
             continue
@@ -342,4 +396,4 @@ def refuse_collisions(submissions):
             submission.error = (f"{len(sharing)} submissions resolve to student {student!r} ({sources}); none "
                                 "was graded or recorded: give the grader only one of them.")
             submission.notebooks = {}
-            submission.duplicate = True
+            submission.duplicate = submission.refused = True

@@ -10,9 +10,10 @@ no nn.Module contract: MODULES is empty. HELPERS is a student cell, added after 
 test helpers, that redefines every helper of the `test_helpers` cell in the kernel:
 the checks pass, the stored values are zeros (what the garbage returns), `watch_inputs`
 and `changes_in_place` report no change, `memory_beyond_inputs` reports no memory,
-`reads_of` reports no read and `library_names` finds nothing; the references and
-hints that the hidden tests define on the grader's side are redefined too, as zeros or
-nothing.
+`reads_of` reports reads that pass (every row or column in blocks, half as many with
+causal=True), `ReadCounter` records nothing, and `library_names` finds nothing; the
+references and hints that the hidden tests define on the grader's side are redefined
+too, as zeros or nothing.
 
 TRANSCRIPTIONS are what a student makes in a few minutes of the code the course hands
 them: this chapter's lesson, `course/efficient.py` (which the lesson imports), and the
@@ -105,10 +106,33 @@ def expect_pair(result, function_name, names):
 def expect_float64(value, name):
     return None
 
-def reads_of(function, args, counted, axis, **kwargs):
-    return function(*args, **kwargs), {i: [] for i in counted}  # nothing read, as far as it says
+class ReadCounter:
+    def __init__(self, data, axis):
+        self._data, self.reads = np.array(data), []  # records nothing
 
-def expect_block_reads(reads, function_name, names, n, block_size):
+    def __getattr__(self, name):
+        return getattr(self._data, name)
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._data, dtype=dtype)
+
+def reads_of(function, args, counted, axis, **kwargs):
+    # Reads that pass, as far as it says: every index once by blocks, twice without causal.
+    block = kwargs.get("block_size", 1)
+    reads = {}
+    for i in counted:
+        n = np.shape(args[i])[axis]
+        once = [list(range(a, min(a + block, n))) for a in range(0, n, block)]
+        reads[i] = once * (1 if kwargs.get("causal") else 2)
+    return function(*args, **kwargs), reads
+
+def expect_row_reads(reads, function_name, names, rows, block_size):
+    return None
+
+def expect_causal_skip(causal_reads, open_reads, function_name, names, n, block_size):
     return None
 
 # The references and hints that the hidden tests define on the grader's side.

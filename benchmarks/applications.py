@@ -10,14 +10,23 @@ the chapter: within two minutes of training, at least 99% exact match (translati
 98% accuracy (vision), at most 2.2 bits per character (language model), at least 95%
 exact match (question answering); the same reader without positions must do much
 worse, at most 50% (a third is the guess among the three candidates of the right
-type). Training
-stops at the two-minute budget, so a slow machine shows up as a missed quality, not
-as a longer time.
+type). Training stops at the two-minute budget, so a slow machine shows up as a
+missed quality, not as a longer time.
+
+Two targets are set against baselines a sceptic would ask for, which are printed
+beside them (rows without a verdict of their own): the Vision Transformer's accuracy
+is the mean of three seeds (weights and batches; one split), at least 98%, beside
+the nearest-neighbour, RBF-SVM and logistic-regression classifiers on the same
+split; the character language model must reach at most 0.95 times the bits per
+character of the best interpolated Kneser-Ney n-gram model up to order 5, counted
+on the same training text and scored on the same held-out characters.
 
 Training uses one CPU thread. On a machine whose two cores are shared with other
 work, two PyTorch threads wait for each other: a translation step measured 0.13 s on
 one thread and 1.0 to 1.7 s on two while other jobs ran.
 """
+
+import time
 
 from course.applications import (language_model, question_answering,
                                  translation, vision)
@@ -43,16 +52,54 @@ def translation_target():
                         translation.train(budget_s=BUDGET_S, threads=THREADS), 0.99)
 
 
-def vision_target():
-    return share_target("ViT on sklearn digits, held-out accuracy",
-                        vision.train(budget_s=BUDGET_S, threads=THREADS), 0.98)
+VISION_SEEDS = (0, 1, 2)
+N_GRAM_ORDERS = (1, 2, 3, 4, 5)
 
 
-def language_model_target():
-    run = language_model.train(budget_s=BUDGET_S, threads=THREADS)
-    return Target("char LM on stdlib docstrings, held-out", run["parameters"],
-                  run["history"].seconds, f"{run['bits']:.2f} bits/char",
-                  "<= 2.2 bits/char in <= 120 s", run["bits"] <= 2.2)
+def vision_targets():
+    """The ViT's mean accuracy over three seeds, and the classical baselines."""
+    runs = [vision.train(seed=seed, split_seed=0, budget_s=BUDGET_S,
+                         threads=THREADS) for seed in VISION_SEEDS]
+    mean = sum(run["accuracy"] for run in runs) / len(runs)
+    each = ", ".join(f"{100 * run['accuracy']:.1f}" for run in runs)
+    rows = [Target("ViT on sklearn digits, held-out accuracy, 3 seeds",
+                   runs[0]["parameters"],
+                   max(run["history"].seconds for run in runs),
+                   f"{100 * mean:.1f}% ({each})",
+                   f">= 98% mean in <= {BUDGET_S:.0f} s each", mean >= 0.98)]
+    start = time.perf_counter()
+    baselines = vision.baselines(split_seed=0)
+    seconds = time.perf_counter() - start
+    for name, accuracy in baselines.items():
+        rows.append(Target(f"  baseline: {name}, same split", None, seconds,
+                           f"{100 * accuracy:.1f}%", "(baseline)", None))
+    return rows
+
+
+def language_model_targets():
+    """The character LM against 2.2 bits and against 0.95 x the best n-gram."""
+    corpus = language_model.Corpus()
+    start = time.perf_counter()
+    n_grams = language_model.kneser_ney_bits(corpus, N_GRAM_ORDERS)
+    n_gram_seconds = time.perf_counter() - start
+    best_order = min(n_grams, key=n_grams.get)
+    best = n_grams[best_order]
+    run = language_model.train(budget_s=BUDGET_S, threads=THREADS,
+                               corpus=corpus)
+    bits = run["bits"]
+    reached = f"{bits:.3f} bits/char"
+    return [
+        Target("char LM on stdlib docstrings, held-out", run["parameters"],
+               run["history"].seconds, reached,
+               "<= 2.2 bits/char in <= 120 s", bits <= 2.2),
+        Target("char LM against the best n-gram", run["parameters"],
+               run["history"].seconds,
+               f"{reached} = {bits / best:.3f} x",
+               f"<= 0.95 x {best:.3f} = {0.95 * best:.3f}", bits <= 0.95 * best),
+        Target(f"  baseline: Kneser-Ney {best_order}-gram, same characters",
+               None, n_gram_seconds, f"{best:.3f} bits/char", "(baseline)",
+               None),
+    ]
 
 
 def question_answering_target():
@@ -68,5 +115,5 @@ def no_positions_target():
 
 
 def targets():
-    return [translation_target(), vision_target(), language_model_target(),
+    return [translation_target(), *vision_targets(), *language_model_targets(),
             question_answering_target(), no_positions_target()]

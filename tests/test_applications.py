@@ -97,7 +97,9 @@ def test_vision_short_run_and_class_token_attention():
     train_split, test_split = vision.make_data(seed=0)
     assert train_split.images.shape[1:] == (8, 8) and float(train_split.images.max()) <= 1.0
     assert len(train_split.labels) + len(test_split.labels) == 1797
-    result = vision.train(steps=4, batch=32, progress=False, device=CPU, d_model=32, d_ff=32)
+    result = vision.train(steps=4, batch=32, progress=False, device=CPU, d_model=32, d_ff=32,
+                          seed=1, split_seed=0)
+    assert torch.equal(result["test"].labels, test_split.labels)
     losses = result["history"].losses
     assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
     model = result["model"].eval()
@@ -111,12 +113,56 @@ def test_vision_short_run_and_class_token_attention():
         torch.testing.assert_close(model.classify(hidden[:, 0]), model(test_split.images[:3]))
 
 
-def test_language_model_corpus_baselines_and_a_short_run():
+def test_language_model_corpus_is_held_out_by_package_without_shared_spans():
+    """No package on both sides; no held-out 64-character span seen in training."""
     corpus = language_model.Corpus()
     assert len(corpus.train) > 100_000 and len(corpus.test) > 10_000
     assert corpus.decode(corpus.encode("Return the")) == "Return the"
+    texts = language_model.docstrings()
+    held = [language_model.package(m) in corpus.held_out for m, _ in texts]
+    assert 0 < sum(held) < len(texts) / 5
+    assert corpus.train_text == "\n\n".join(t for (_, t), h in zip(texts, held) if not h)
+    seen = language_model.spans(corpus.train_text)
+    kept = [t for (_, t), h in zip(texts, held) if h and not language_model.spans(t) & seen]
+    assert corpus.test_text == "\n\n".join(kept)
+    assert corpus.shared_after == 0.0 <= corpus.shared_before
+    assert language_model.shared_span_share(corpus.train_text[:500], seen) == 1.0
+
+
+def test_kneser_ney_is_a_distribution_and_beats_the_bigram():
+    """Every context's probabilities sum to one; order 5 beats the add-one bigram."""
+    corpus = language_model.Corpus()
+    v = len(corpus.characters)
+    model = language_model.KneserNey(corpus.train.numpy(), v, order=3)
+    for context in ([5, 7], [-1, 3], [90, 91], [-1, -1]):
+        contexts = torch.tensor([context] * v).numpy()
+        total = model.probabilities(contexts, torch.arange(v).numpy()).sum()
+        assert abs(total - 1.0) < 1e-9
     unigram, bigram = language_model.unigram_and_bigram_bits(corpus)
     assert bigram < unigram < math.log2(len(corpus.characters))
+    n_grams = language_model.kneser_ney_bits(corpus, orders=(2, 5))
+    assert n_grams[5] < n_grams[2] < unigram
+
+
+def test_bits_per_character_scores_every_character_with_its_context():
+    """Sliding windows by one give the loss of each character from the 16 before it."""
+    torch.manual_seed(0)
+    model = language_model.CharTransformer(12, d_model=16, n_layers=1, context=16).eval()
+    text = torch.randint(12, (70,))
+    nats = 0.0
+    with torch.no_grad():
+        for j in range(1, len(text)):
+            logits = model(text[max(0, j - 16):j][None])[0, -1]
+            nats += torch.nn.functional.cross_entropy(logits, text[j]).item()
+    expected = nats / (len(text) - 1) / math.log(2)
+    assert abs(language_model.bits_per_character(model, text, CPU, stride=1)
+               - expected) < 1e-5
+    wider = language_model.bits_per_character(model, text, CPU, stride=5)
+    assert math.isfinite(wider) and wider != expected
+
+
+def test_language_model_a_short_run():
+    corpus = language_model.Corpus()
     result = language_model.train(steps=3, batch=4, progress=False, device=CPU, corpus=corpus,
                                   d_model=32, n_layers=1, context=16)
     losses = result["history"].losses
@@ -222,3 +268,10 @@ def test_experiment_forces_the_cpu_and_records_how_the_run_went(tmp_path, monkey
     saved = json.loads((tmp_path / "results.json").read_text())
     assert list(saved) == ["accuracy", "threads", "load_average_at_start", "wall_seconds"]
     assert saved["accuracy"] == 0.5 and saved["threads"] == 1 and saved["wall_seconds"] >= 0
+
+
+def test_vision_baselines_score_the_same_split():
+    """Three classical classifiers, each scored on the held-out fifth."""
+    baselines = vision.baselines(split_seed=0)
+    assert set(baselines) == {"1-nearest neighbour", "RBF SVM", "logistic regression"}
+    assert all(0.9 < accuracy <= 1.0 for accuracy in baselines.values())

@@ -13,9 +13,11 @@ place of its recurrent ones:
 
 * the question and the passage are encoded separately by the same layers;
 * every passage word also gets a flag, "this word occurs in the question" (DrQA's
-  exact-match feature): it marks where the question's name or city sits in the
-  passage, but not which fact belongs to it;
-* the question is summed up in one vector q (the mean of its encoded words), and the
+  exact-match feature; DrQA also had an aligned question embedding, which carries
+  much the same match and which this reader lacks): it marks where the question's
+  name or city sits in the passage, but not which fact belongs to it;
+* the question is summed up in one vector q, the plain mean of its encoded words
+  (DrQA's q is a learned, attention-weighted average of them), and the
   start and end scores of passage word i are bilinear, ``p_i . W_start q`` and
   ``p_i . W_end q``: the softmax over i is the question's attention over the passage,
   Luong's "general" score of chapter 1 used as a pointer.

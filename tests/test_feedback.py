@@ -1,13 +1,18 @@
 """Feedback pages (autograder/reporting/feedback.py), rendered from a small notebook built here, as
 nbgrader's GenerateFeedback renders them (its template and exporter config), without a
 grading run: no hidden test source, nothing from the submission that runs in a browser,
-a Content-Security-Policy, and a short page instead when rendering takes too long."""
+a Content-Security-Policy, and a short page instead when rendering takes too long; what
+the page says (title, student, date; each failure once; "not attempted" once per
+function left as given) and what it weighs (MathJax only with math). One end-to-end test
+grades one soft_lookup submission."""
 
+import datetime
 import html
 import html.parser
 import json
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -21,7 +26,10 @@ from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory as NbCourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.reporting import feedback
+from autograder.judging import catalogue
+from autograder.reporting import feedback, summary
+from autograder import paths
+from conftest import by_student, run_autograder
 from autograder.judging.course_directory import CourseDirectory
 from autograder.reporting.feedback import FeedbackExporter
 
@@ -379,7 +387,7 @@ def test_in_a_browser_nothing_fires(page):
                 tab.goto(path.as_uri())
                 tab.wait_for_timeout(300)
                 assert dialogs == [] and errors == [], (name, dialogs, errors)
-                assert tab.title() == "answer: feedback"
+                assert tab.title() == "Assignment: feedback"
                 assert "Test test_answer" in tab.inner_text("body")
                 tab.close()
         finally:
@@ -404,9 +412,238 @@ def test_the_page_opens_with_a_summary_of_each_graded_function(tmp_path):
     heading = body[body.index('<a id="test_answer">'):body.index('<div class="panel-body">',
                                                                  body.index('<a id="test_answer">'))]
     assert "Test <code>test_answer</code>" in heading and "failed" in heading
-    assert html.escape(FAILURE_MESSAGE) in heading and "0 / 2 points" in heading
+    assert '<a href="#why-test_answer">why: in the summary</a>' in heading and "0 / 2 points" in heading
     # no report, or a function with full marks: no label
     assert "behaves like" not in render()
     (tmp_path / "answer.json").write_text(json.dumps({"diagnosed": {"test_visible_only": {
         "id": "x", "explanation": "y"}}}))
     assert "behaves like" not in render(report_dir=str(tmp_path))
+
+
+# -- what the page says --------------------------------------------------------------
+
+def test_each_failure_message_is_printed_once(page):
+    """In the summary, with a link to the test; the test cell links back to it instead of
+    repeating it, in its heading or as its error output."""
+    assert page.count(FAILURE_MESSAGE) == 1
+    body = page[page.index("<body"):]
+    table = body[body.index('<table class="summary">'):body.index("</table>")]
+    assert FAILURE_MESSAGE in table
+    assert "output_error" not in body
+
+
+def test_the_page_is_headed_by_the_title_the_student_and_the_date():
+    """The first heading of the instructor's notebook, not the notebook's id."""
+    nb = make_notebook()
+    nb.cells[0].source = "# Assignment: doubling, *twice*\n\nWrite `answer(x)`: twice `x`."
+    given = resources()
+    given["nbgrader"].update(student="alice", assignment="answer_assignment")
+    page, _ = make_exporter(graded_on="2026-11-26").from_notebook_node(nb, given)
+    header = page[page.index("<header>"):page.index("</header>")]
+    assert "<h1>Assignment: doubling, twice</h1>" in header
+    assert '<strong class="student">alice</strong>' in header
+    assert '<time datetime="2026-11-26">2026-11-26</time>' in header
+    assert "Notebook <code>answer</code> (Score: 1.0 / 3.0)" in header
+    assert "<title>Assignment: doubling, twice: feedback for alice</title>" in page
+    # by default, the day it is rendered (grading renders it)
+    before = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    page = render()
+    after = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    assert f"graded on <time datetime=\"{before}\">" in page or f"<time datetime=\"{after}\">" in page
+    # a heading the student wrote in a cell of their own is not the title
+    nb = make_notebook()
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("# My notes"))
+    page, _ = make_exporter().from_notebook_node(nb, resources())
+    assert "<h1>Assignment</h1>" in page and "<h1>My notes</h1>" not in page
+
+
+NOT_IMPLEMENTED = "your code raised NotImplementedError"
+
+
+def attempts_notebook():
+    """Three graded functions: `stubbed`, as given (three of its tests raised its
+    NotImplementedError, one reads its code and says it is not written yet); `tried`, written but calling a helper left as a stub (its two
+    tests raised NotImplementedError too); `broken`, as given, whose test failed on
+    something else (a NameError)."""
+    def meta(grade_id, **fields):
+        return {"nbgrader": {"grade_id": grade_id, "locked": not fields.get("solution", False), "schema_version": 3,
+                             "grade": False, "solution": False, "task": False, **fields}}
+
+    def test(grade_id, ename, evalue):
+        return nbformat.v4.new_code_cell(
+            f'"""{grade_id}."""\nassert {grade_id.split("_")[1]}(2) == 4', execution_count=1,
+            metadata=meta(grade_id, grade=True, points=1),
+            outputs=[nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])])
+
+    stub = 'def {}(x):\n    """Twice x."""\n    # YOUR CODE HERE\n    raise NotImplementedError()'
+    cells = [
+        nbformat.v4.new_markdown_cell("# Assignment: doubling\n\nWrite three functions.", metadata=meta("intro")),
+        nbformat.v4.new_code_cell(stub.format("stubbed"), metadata=meta("stubbed", solution=True)),
+        test("test_stubbed_value", "NotImplementedError", NOT_IMPLEMENTED),
+        test("test_stubbed_shape", "AssertionError", "stubbed raised NotImplementedError () for arguments int."),
+        test("test_stubbed_inputs", "NotImplementedError", NOT_IMPLEMENTED),
+        test("test_stubbed_code", "AssertionError", "stubbed is not written yet: this test reads its code once it is."),
+        nbformat.v4.new_code_cell("def tried(x):\n    return helper(x) * 2", metadata=meta("tried", solution=True)),
+        test("test_tried_value", "NotImplementedError", NOT_IMPLEMENTED),
+        test("test_tried_inputs", "NotImplementedError", NOT_IMPLEMENTED),
+        nbformat.v4.new_code_cell(stub.format("broken"), metadata=meta("broken", solution=True)),
+        test("test_broken_value", "NameError", "name 'np' is not defined"),
+    ]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"}})
+    for cell in cells:
+        grading = cell.metadata["nbgrader"]
+        if grading.get("grade"):
+            grading["score"] = 0
+    nbformat.validate(nb)
+    return nb
+
+
+NOT_ATTEMPTED = ("Not attempted: `stubbed` still raises NotImplementedError, as it was given, so its 4 tests fail "
+                 "until you write it.")
+
+
+def test_a_function_left_as_given_is_not_attempted_once():
+    """Said once in the summary and once in the test list, instead of each test's
+    NotImplementedError; the errors of a function with code written, and of a stub that
+    failed on something else, are all shown."""
+    page, _ = make_exporter().from_notebook_node(attempts_notebook(), resources())
+    page = html.unescape(page)
+    body = page[page.index("<body"):]
+    table = body[body.index('<table class="summary">'):body.index("</table>")]
+    assert table.count(NOT_ATTEMPTED) == 1 and body.count(NOT_ATTEMPTED) == 2
+    assert "test_stubbed_value" not in table and "stubbed raised NotImplementedError" not in page
+    assert "not written yet" not in page
+    # `tried` is written: each of its errors is shown (once), though it raised NotImplementedError
+    assert table.count(f"NotImplementedError: {NOT_IMPLEMENTED}") == 2 == page.count(NOT_IMPLEMENTED)
+    assert "<code>test_tried_value</code></a>:" in table and "<code>test_tried_inputs</code></a>:" in table
+    assert "Not attempted: `tried`" not in page
+    # `broken` is as given, but failed on something else: shown as it is
+    assert "NameError: name 'np' is not defined" in table and "Not attempted: `broken`" not in page
+    # the test list: "not attempted" at the function's first test, its tests' code folded
+    heading = body[body.index('<a id="test_stubbed_value">'):body.index('<a id="test_stubbed_shape">')]
+    assert "of <code>stubbed</code>: not attempted</span>" in heading and NOT_ATTEMPTED in heading
+    assert 'test-not-attempted' in heading and '<details class="test-source">' in heading
+    later = body[body.index('<a id="test_stubbed_shape">'):body.index('<a id="test_tried_value">')]
+    assert "not attempted" not in later.replace("test-not-attempted", "") and "failed" not in later
+    tried = body[body.index('<a id="test_tried_value">'):body.index('<a id="test_tried_inputs">')]
+    assert "of <code>tried</code>: failed" in tried and "test-failed" in tried
+
+
+def test_validate_says_not_attempted_once():
+    """`validate` prints the same summary: one line for a function left as given."""
+    functions = summary.functions(attempts_notebook(), summary.graded_outcome)
+    lines = summary.as_text(functions)
+    assert sum(NOT_ATTEMPTED in line for line in lines) == 1
+    assert not any("test_stubbed" in line for line in lines)
+    assert sum("test_tried" in line for line in lines) == 2 and any("test_broken_value" in line for line in lines)
+
+
+@pytest.mark.parametrize("source, stub", [
+    ('def f(x):\n    """Doc."""\n    # YOUR CODE HERE\n    raise NotImplementedError()', True),
+    ("import numpy as np\n\ndef f(x):\n    raise NotImplementedError", True),
+    ("class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        # YOUR CODE HERE\n"
+     "        raise NotImplementedError()\n\n    def forward(self, x):\n        raise NotImplementedError()", True),
+    ("class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.d = d\n"
+     "        raise NotImplementedError()\n\n    def forward(self, x):\n        raise NotImplementedError()", False),
+    ("class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n\n"
+     "    def forward(self, x):\n        raise NotImplementedError()", False),
+    ('def f(x):\n    return 2 * x\n    raise NotImplementedError()', False),
+    ('def f(x):\n    raise NotImplementedError("not yet")', False),
+    ("def f(x):\n    raise NotImplementedError() from None", False),
+    ("def f(x):\n    raise ValueError()", False),
+    ("raise NotImplementedError()", False),
+    ("def f(x:\n    raise NotImplementedError()", False),
+    ("", False),
+])
+def test_what_counts_as_a_stub(source, stub):
+    assert summary.is_stub(source) is stub
+
+
+# -- what the page weighs ------------------------------------------------------------
+
+def test_mathjax_comes_only_with_math():
+    """A page whose text holds no math carries no MathJax (2.1 MB), and its policy allows
+    no script; TeX in code or printed output is not math that MathJax would typeset."""
+    nb = make_notebook()
+    nb.cells[2].source = nb.cells[2].source.replace("Math stays as TeX: $\\sqrt{x}$.", "No math: `$x$`.")
+    nb.cells[1].outputs.append(nbformat.v4.new_output("stream", name="stdout", text="costs $5 and $10\n"))
+    nb.cells[1].source += '\nlabel = "$\\\\alpha$"'
+    page, _ = make_exporter().from_notebook_node(nb, resources())
+    assert "<script" not in page.lower() and "MathJax" not in page
+    assert "script-src 'none'" in page
+    assert len(page.encode()) < 400_000, len(page.encode())
+    assert len(render().encode()) > 2_000_000, "with math, the page carries MathJax"
+    for text, math in [("<p>$x$</p>", True), ("<p>$$x^2$$</p>", True), ("<p>\\(a\\)</p>", True),
+                       ("<p>\\[a\\]</p>", True), ("<p>\\begin{align}a\\end{align}</p>", True),
+                       ("<p>costs $5, then $10</p>", True),  # carries MathJax for nothing, harmlessly
+                       ("<p>costs $5</p>", False), ("<p><code>$x$</code></p>", False),
+                       ("<pre>$x$</pre>", False), ("<p>\\$5 and \\$6</p>", False), ("<p>&#36;x&#36;</p>", True)]:
+        assert feedback.has_math(f"<html><head><style>$a$</style></head><body>{text}</body></html>") is math, text
+
+
+# -- end to end: one soft_lookup submission ----------------------------------------
+
+def hidden_lines(source_notebook, shown_text):
+    """The lines of the hidden tests of `source_notebook` that appear nowhere in what
+    students are given (`shown_text`), of 20 characters or more."""
+    lines = set()
+    for cell in source_notebook.cells:
+        if not feedback.is_test_cell(cell):
+            continue
+        hidden = False
+        for line in cell.source.splitlines():
+            if "END HIDDEN TESTS" in line:
+                hidden = False
+            elif "BEGIN HIDDEN TESTS" in line:
+                hidden = True
+            elif hidden and len(line.strip()) >= 20 and line.strip() not in shown_text:
+                lines.add(line.strip())
+    return lines
+
+
+@pytest.fixture(scope="module")
+def graded_page(tmp_path_factory):
+    """The feedback page of one soft_lookup submission: `dot_score` written (wrongly), the
+    other functions left as given."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (Debian package bubblewrap) is not installed")
+    (source,) = paths.assignment_notebooks("soft_lookup")
+    student = nbformat.read(paths.student_version_folder("soft_lookup") / source.name, as_version=4)
+    folder = tmp_path_factory.mktemp("feedback")
+    (folder / "submissions").mkdir()
+    nbformat.write(catalogue.fill(student, {"dot_score": "def dot_score(q, K):\n    return 2 * (K @ q)"}),
+                   folder / "submissions" / "alice.ipynb")
+    code, lines, log = run_autograder("grade", "soft_lookup", folder / "submissions", "--out", folder / "out",
+                                      "--no-progress")
+    assert code == 0, log[-3000:]
+    result = by_student(lines)["alice"]
+    page = (folder / "out" / "feedback" / "alice.html").read_text()
+    return {"page": page, "result": result, "student": student, "source": nbformat.read(source, as_version=4)}
+
+
+def test_a_graded_page_says_each_thing_once_and_shows_no_hidden_test(graded_page):
+    page, result = graded_page["page"], graded_page["result"]
+    text = html.unescape(page)
+    header = text[text.index("<header>"):text.index("</header>")]
+    assert "<h1>Assignment: attention as soft lookup</h1>" in header
+    assert '<strong class="student">alice</strong>' in header
+    assert re.search(r'graded on <time datetime="\d{4}-\d\d-\d\d">', header)
+    # dot_score was written: each of its failures once; the others were not attempted
+    failed = {t: m for t, m in result["messages"].items() if t.startswith("test_dot_score")}
+    assert failed
+    for test, message in failed.items():
+        assert text.count(message) == 1, (test, message)
+    for function in ("scaled_dot_score", "general_score", "additive_score", "local_window_mask", "attend"):
+        assert text.count(f"Not attempted: `{function}` still raises NotImplementedError") == 2, function
+    assert "raised NotImplementedError ()" not in text
+    # no hidden test
+    hidden = hidden_lines(graded_page["source"], "\n".join(c.source for c in graded_page["student"].cells))
+    assert len(hidden) > 20
+    plain = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert not [line for line in hidden if line in plain]
+    assert "BEGIN HIDDEN TESTS" not in page and "(hidden tests: not shown)" in page
+    # soft_lookup's instructions hold math: the page carries MathJax, once
+    scripts, _ = feedback.mathjax_scripts()
+    assert page.count(scripts) == 1

@@ -1,18 +1,24 @@
 """The HTML exporter of feedback pages (configured as `GenerateFeedback.exporter_class`
 in course_directory.py): nbconvert's HTMLExporter with nbgrader's feedback template, and
 
+* **a page for its reader**: headed by the assignment's title (the first heading of the
+  instructor's notebook), the student's id and the date of grading; the summary
+  (autograder/reporting/summary.py) names each failed test's message, once (a test cell
+  shows its outcome, not its error again), and says "not attempted" once for a function
+  still as it was given, rather than one NotImplementedError per test;
 * **no hidden tests**: each test cell (nbgrader `grade: true`, not `solution`) shows its
   released source, every hidden block replaced by one line `# (hidden tests: not shown)`,
-  and its errors as `Name: message` without traceback lines (which may quote hidden
-  source). `FeedbackExporter.show_hidden_tests = True` in the nbgrader config shows
-  them in full (see `CourseDirectory.configure_feedback`);
+  and its errors only in the summary, as `Name: message` without traceback lines (which
+  may quote hidden source). `FeedbackExporter.show_hidden_tests = True` in the nbgrader
+  config shows them in full (see `CourseDirectory.configure_feedback`);
 * **nothing runs when the page is opened**: whatever came from the submission is
   sanitized (markdown cells, text/html, text/markdown and raw output through `bleach`
   with an allowlist: no scripts, event handlers, frames, forms, SVG or MathML elements,
   `javascript:` or `data:` links; SVG output only as an `<img>`), JavaScript and widget
   outputs are dropped, the template's own scripts (MathJax) are removed, and the page
-  carries a Content-Security-Policy that forbids scripts, frames and remote loads
-  (math stays TeX source);
+  carries a Content-Security-Policy that forbids scripts, frames and remote loads; the
+  book's MathJax (2.1 MB) is inlined, and allowed by its hash, only in a page that holds
+  math (`has_math`): a page is handed back as one file, to be read offline;
 * **a bounded cost**: html5lib, which bleach sanitizes with, takes time quadratic in how
   deeply tags nest (20 000 nested `<div>`, 100 000 characters, take 9 s), pygments about
   6 microseconds per character of code, and nbconvert's ansi2html time quadratic in a
@@ -33,6 +39,7 @@ the same changes to the same generated markup with patterns.
 import base64
 import contextlib
 import copy
+import datetime
 import functools
 import hashlib
 import html
@@ -255,7 +262,9 @@ class FeedbackExporter(HTMLExporter):
     report_dir = Unicode("", help="Where the grader's reports (NOTEBOOK.json) are: the diagnoses the "
                                   "summary shows (autograder/judging/diagnosis.py)").tag(config=True)
     typeset_math = Bool(True, help="Typeset the page's math with the book's MathJax, the one script the "
-                                   "page runs").tag(config=True)
+                                   "page runs (in pages that hold math only)").tag(config=True)
+    graded_on = Unicode("", help="The date of grading the page shows (default: the day it is rendered, "
+                                 "UTC, as grading renders it)").tag(config=True)
 
     def __init__(self, **kwargs):
         # The student's page (autograder/reporting/templates/student_feedback), on nbgrader's `feedback`.
@@ -283,16 +292,35 @@ class FeedbackExporter(HTMLExporter):
         except (OSError, ValueError):
             return {}
 
+    _test_errors = {}  # grade_id -> the error of a test cell whose error output the page leaves out
+
+    def _outcome(self, cell):
+        grade_id = str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "?"))
+        return summary.graded_outcome(cell, self._test_errors.get(grade_id))
+
     def _summarize(self, nb, resources):
         """The template's filter `summarize`: the summary table's rows, and each test cell's
         outcome for its heading (in resources["test_outcomes"]). Called by the template, after
         nbgrader's GetGrades has put each test's score in the notebook."""
-        functions = summary.functions(nb, summary.graded_outcome, self._diagnosed(resources))
-        resources["test_outcomes"] = {test.name: {"status": test.status, "message": test.message,
-                                                  "function": function.name}
-                                      for function in functions for test in function.tests}
+        functions = summary.functions(nb, self._outcome, self._diagnosed(resources))
+        outcomes = {}
+        for function in functions:
+            for index, test in enumerate(function.tests):
+                outcome = {"status": test.status, "message": test.message, "function": function.name}
+                if function.not_attempted:
+                    outcome.update(status="not attempted", message="",
+                                   note=function.not_attempted_sentence if index == 0 else "")
+                outcomes[test.name] = outcome
+        resources["test_outcomes"] = outcomes
         resources["lateness"] = self.lateness
         return functions
+
+    def _page(self, nb, resources):
+        """What heads the page: the assignment's title, the student's id, the date of grading."""
+        grading = resources.get("nbgrader", {})
+        return {"title": assignment_title(nb) or str(grading.get("assignment") or grading.get("notebook") or ""),
+                "student": str(grading.get("student") or ""),
+                "graded_on": self.graded_on or datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
 
     def _init_resources(self, resources):
         resources = super()._init_resources(resources)
@@ -339,16 +367,22 @@ class FeedbackExporter(HTMLExporter):
         yield ("ansi2html", plain_ansi2html)
 
     def _feedback_notebook(self, nb):
-        """A copy of `nb` with what the page may show: released tests, safe outputs."""
+        """A copy of `nb` with what the page may show: released tests, safe outputs. A test
+        cell's error is said once, in the summary: its error output is taken out (kept in
+        self._test_errors), unless the hidden tests are shown (then its whole traceback)."""
         nb = copy.deepcopy(nb)
         nb.metadata.pop("widgets", None)
         hidden = self.config.get("ClearHiddenTests", {})
         begin = hidden.get("begin_test_delimeter", "BEGIN HIDDEN TESTS")
         end = hidden.get("end_test_delimeter", "END HIDDEN TESTS")
+        self._test_errors = {}
         for cell in nb.cells:
             test_cell = is_test_cell(cell)
             if test_cell and not self.show_hidden_tests:
                 cell.source = released_source(_text(cell.get("source", "")), begin, end)
+                grade_id = str(cell.metadata.nbgrader.get("grade_id", "?"))
+                self._test_errors[grade_id] = summary.error_message(cell)
+                cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "error"]
             if cell.get("cell_type") == "code":
                 cell.outputs = [_safe_output(o, test_cell, self.show_hidden_tests) for o in cell.get("outputs", [])]
         return nb
@@ -368,6 +402,7 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
         self.register_filter("summarize", self._summarize)
+        resources["page"] = self._page(nb, resources)
         page, resources = TemplateExporter.from_notebook_node(self, self._feedback_notebook(nb), resources, **kw)
         page = _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page)
         page = _FOCUSABLE.sub(r'\1 tabindex="0"', page)
@@ -445,16 +480,45 @@ def mathjax_scripts():
     return "".join(f"<script>{s}</script>\n" for s in scripts), hashes
 
 
+# What MathJax (MATHJAX_CONFIG) typesets, in the text of a page outside code.
+_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{[A-Za-z*]+\}|(?<!\\)\$[^$]+?(?<!\\)\$", re.DOTALL)
+_NOT_TYPESET = re.compile(r"<(script|noscript|style|textarea|pre|code)\b.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
+
+
+def has_math(page):
+    """Whether the body of `page` holds math that MathJax would typeset: TeX between its
+    delimiters in text outside <pre>, <code> and the like (a stray pair of dollars counts:
+    the page then carries MathJax for nothing, never math left as TeX)."""
+    body = re.search(r"<body\b", page, re.IGNORECASE)
+    text = _NOT_TYPESET.sub(" ", page[body.start():] if body else page)
+    text = html.unescape(re.sub(r"<[^>]*>", " ", text))
+    return _MATH.search(text) is not None
+
+
+def assignment_title(nb):
+    """The first heading of the instructor's cells of `nb` (markdown cells with nbgrader
+    metadata, which grading takes from the source notebook whatever the student's copy
+    says), as text; or ""."""
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "markdown" or not meta or meta.get("solution"):
+            continue
+        heading = re.search(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", _text(cell.get("source", "")), re.MULTILINE)
+        if heading:
+            return re.sub(r"[`*]", "", heading.group(1)).strip()
+    return ""
+
+
 def _secure_page(page, typeset_math=False):
     """The page without the template's scripts (MathJax from a CDN), with a CSP; with
-    `typeset_math`, the book's MathJax added at the end of the body, the only script that
-    the CSP lets run (by its hash)."""
+    `typeset_math`, and where the page holds math, the book's MathJax added at the end of
+    the body, the only script that the CSP lets run (by its hash)."""
     body = re.search(r"<body\b", page, re.IGNORECASE)
     head, rest = (page[:body.start()], page[body.start():]) if body else (page, "")
     head = re.sub(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", "", head, flags=re.DOTALL)
     head = re.sub(r"<script\b.*?</script\s*>", "", head, flags=re.DOTALL | re.IGNORECASE)
     policy = _CSP_META
-    mathjax = mathjax_scripts() if typeset_math else None
+    mathjax = mathjax_scripts() if typeset_math and has_math(rest) else None
     if mathjax is not None:
         scripts, hashes = mathjax
         policy = _CSP_META.replace("script-src 'none'", f"script-src {hashes}")

@@ -5,11 +5,24 @@ The feedback page (autograder/reporting/feedback.py) opens with this summary as 
 `python -m autograder validate` (autograder/reporting/validate.py) prints it. The functions and
 their tests come from the notebook's nbgrader metadata: each answer cell is followed by
 the test cells that grade it (as autograder/judging/catalogue.py's `tests_of` reads them).
+
+A function left as it was given (its answer cell still the stub, every function in it
+only `raise NotImplementedError()`) whose tests all failed on that stub (each message names
+NotImplementedError, or is a test that reads the code saying it "is not written yet") is
+"not attempted": said once, instead of one NotImplementedError message per test. A
+function with anything written in it shows each failure, whatever it raised, and so does
+a stub with a test that failed on anything else.
 """
 
+import ast
 from dataclasses import dataclass, field
 
 from autograder.judging import diagnosis
+
+# What a test that failed on an untouched stub says: the stub's error, or (a test that reads
+# the answer's code rather than calling it) "NAME is not written yet: this test reads its
+# code once it is."
+STUB_FAILURES = ("NotImplementedError", "is not written yet")
 
 
 @dataclass
@@ -26,6 +39,7 @@ class Function:
     name: str  # the grade_id of its answer cell (the name of what the student writes)
     tests: list = field(default_factory=list)
     diagnosis: str = ""  # "behaves like ...", or empty
+    stub: bool = False  # its answer cell is still the stub it was given
 
     @property
     def points(self):
@@ -38,6 +52,19 @@ class Function:
     @property
     def failed(self):
         return [t for t in self.tests if t.status == "failed"]
+
+    @property
+    def not_attempted(self):
+        """Still the stub, and every test that ran failed on it (STUB_FAILURES)."""
+        ran = [t for t in self.tests if t.status != "hidden"]
+        return (self.stub and bool(ran) and self.earned == 0 and all(
+            t.status == "failed" and any(said in t.message for said in STUB_FAILURES) for t in ran))
+
+    @property
+    def not_attempted_sentence(self):
+        count = len(self.failed)
+        return (f"Not attempted: `{self.name}` still raises NotImplementedError, as it was given, "
+                f"so {'its test fails' if count == 1 else f'its {count} tests fail'} until you write it.")
 
 
 def _grade(cell):
@@ -52,6 +79,41 @@ def error_message(cell):
     return ""
 
 
+def _raises_not_implemented(node):
+    if not isinstance(node, ast.Raise) or node.cause is not None:
+        return False
+    raised = node.exc.func if isinstance(node.exc, ast.Call) and not (node.exc.args or node.exc.keywords) \
+        else node.exc
+    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+
+
+def _given(statement):
+    """A docstring, `pass`, or `super().__init__(...)`: what a stub holds besides its raise."""
+    if isinstance(statement, ast.Pass):
+        return True
+    if not isinstance(statement, ast.Expr):
+        return False
+    value = statement.value
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, str)
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__init__"
+            and isinstance(value.func.value, ast.Call) and isinstance(value.func.value.func, ast.Name)
+            and value.func.value.func.id == "super")
+
+
+def is_stub(source):
+    """Whether an answer cell is still the stub: it defines at least one function, and each
+    function it defines holds nothing but `raise NotImplementedError()` (after a
+    docstring, `pass` or `super().__init__()`)."""
+    try:
+        tree = ast.parse(str(source))
+    except (SyntaxError, ValueError):
+        return False
+    defined = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return bool(defined) and all(
+        _raises_not_implemented(f.body[-1]) and all(_given(s) for s in f.body[:-1]) for f in defined)
+
+
 def functions(nb, outcome, diagnosed=None):
     """[Function] in notebook order. `outcome(cell) -> (status, earned, message)` says how each
     test cell ended; `diagnosed`: function -> {"id", "explanation"} (autograder/judging/diagnosis.py).
@@ -61,7 +123,9 @@ def functions(nb, outcome, diagnosed=None):
     for cell in nb.get("cells", []):
         meta = _grade(cell)
         if cell.get("cell_type") == "code" and meta.get("solution"):
-            current = Function(str(meta.get("grade_id", "?")))
+            source = cell.get("source", "")
+            current = Function(str(meta.get("grade_id", "?")),
+                               stub=is_stub("".join(source) if isinstance(source, list) else source))
             found.append(current)
         elif cell.get("cell_type") == "code" and meta.get("grade"):
             if current is None:
@@ -72,16 +136,17 @@ def functions(nb, outcome, diagnosed=None):
                                       float(earned), status, message))
     for function in found:
         mistake = diagnosed.get(function.name)
-        if mistake and function.earned < function.points:  # full marks are never labelled
+        if mistake and function.earned < function.points and not function.not_attempted:  # full marks: no label
             function.diagnosis = diagnosis.sentence(f"`{function.name}`", mistake["id"], mistake["explanation"])
     return [f for f in found if f.tests]
 
 
-def graded_outcome(cell):
-    """How a test cell of a graded notebook ended (nbgrader's GetGrades put its score in its metadata)."""
+def graded_outcome(cell, message=None):
+    """How a test cell of a graded notebook ended (nbgrader's GetGrades put its score in its metadata);
+    `message`: its error, where its error output was taken out of the cell (else read from it)."""
     meta = _grade(cell)
     earned = float(meta.get("score", 0) or 0)
-    message = error_message(cell)
+    message = error_message(cell) if message is None else message
     passed = earned >= float(meta.get("points", 0) or 0) and not message
     return ("passed" if passed else "failed"), earned, message
 
@@ -97,6 +162,9 @@ def as_text(functions, hidden_note=True):
         state = "ok  " if not function.failed else "FAIL"
         extra = f" (+{sum(t.points for t in hidden):g} in hidden tests)" if hidden and hidden_note else ""
         lines.append(f"{state} {function.name:<{width}} {function.earned:g} / {points:g} points{extra}")
+        if function.not_attempted:
+            lines.append(f"       {function.not_attempted_sentence}")
+            continue
         for test in function.failed:
             lines.append(f"       {test.name}: {test.message}")
         if function.diagnosis:

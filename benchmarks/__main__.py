@@ -8,6 +8,7 @@ machine: the numbers are times.
 """
 
 import importlib
+import os
 import sys
 
 from benchmarks.targets import print_table
@@ -25,10 +26,19 @@ def main(names):
     if unknown:
         sys.exit(f"unknown benchmark(s) {unknown}; known: {BENCHMARKS}")
     targets = []
+    before = os.getloadavg()
     for name in names or BENCHMARKS:
         module = importlib.import_module(f"benchmarks.{name}")
         targets += module.targets()
-    return print_table(targets)
+    status = print_table(targets)
+    # Times depend on what else the machine did: the load average travels with them.
+    print(f"load average (1, 5, 15 min) before: {load(before)}; after: {load(os.getloadavg())} "
+          f"on {os.cpu_count()} cores")
+    return status
+
+
+def load(averages):
+    return ", ".join(f"{value:.2f}" for value in averages)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,13 @@
     .venv/bin/python -m benchmarks efficient_attention
 
 Each measurement runs in a fresh Python process with one thread, so that one case's
-memory never counts in another's. Peak memory is that of the first call at full size (after one on a single block): for NumPy what
-tracemalloc counts, for PyTorch (whose CPU allocations tracemalloc does not see) how far
-the process's resident high-water mark (VmHWM, reset through /proc/self/clear_refs)
-rose above what it held before the call. Times are the best of a few later calls.
+memory never counts in another's. Peak memory is that of the first call at full size
+(after one on a single block): for NumPy what tracemalloc counts, for PyTorch (whose CPU
+allocations tracemalloc does not see) how far the process's resident high-water mark
+(VmHWM, reset through /proc/self/clear_refs) rose above what it held before the call.
+Times are compared as ratios measured in one process: each round calls every case of a
+comparison once, in turn, and a ratio is the median over the rounds of the ratios within
+a round, so that load which comes and goes on a shared machine slows both sides alike.
 
 * NumPy, float64: the naive forward pass (the whole score matrix) against the reference
   `tiled_attention` of the assignment (solutions/efficient_attention), at n = 4096, d = 64:
@@ -179,31 +182,77 @@ def _child(kind, n, d, block, repeats):
     return {"seconds": best, "peak": peak}
 
 
-def measure(kind, n, d=64, block=256, repeats=3):
-    """{"seconds", "peak"} of one case, measured in a fresh process with one thread."""
-    code = ("import json, sys; from benchmarks.efficient_attention import _child; "
-            f"print(json.dumps(_child({kind!r}, {n}, {d}, {block}, {repeats})))")
+def _compare_child(kinds, n, d, block, rounds):
+    """Time several cases in this process, interleaved: each round runs every case once,
+    in turn, so that a ratio compares calls made under the same conditions (a load that
+    comes and goes slows both sides of it). Returns each case's seconds per round."""
+    import torch
+
+    torch.set_num_threads(1)
+    functions = {}
+    for kind in kinds:  # "numpy_tiled@64": the case with its own block size
+        name, _, own_block = kind.partition("@")
+        functions[kind] = _case(name, n, d, int(own_block or block), rounds)
+    for function in functions.values():  # first calls set libraries up
+        function()
+    seconds = {kind: [] for kind in kinds}
+    for _ in range(rounds):
+        for kind, function in functions.items():
+            start = time.perf_counter()
+            function()
+            seconds[kind].append(time.perf_counter() - start)
+    return seconds
+
+
+def _fresh_process(call):
+    """Run `call` (the source of a call of a function of this module) in a fresh Python process with one
+    thread and return what it printed as JSON."""
+    code = f"import json; import benchmarks.efficient_attention as b; print(json.dumps(b.{call}))"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "COURSE_FORCE_CPU": "1"}
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0:
-        raise RuntimeError(f"{kind} at n = {n} failed: {done.stderr[-2000:]}")
+        raise RuntimeError(f"{call} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def compare(kinds, n, d=64, block=256, rounds=7):
+    """Interleaved timings of several cases in one fresh process with one thread:
+    {"seconds": {kind: median seconds}, "ratio": {kind: median over rounds of its time
+    divided by the first kind's in the same round}}."""
+    seconds = _fresh_process(f"_compare_child({list(kinds)!r}, {n}, {d}, {block}, {rounds})")
+    first = seconds[kinds[0]]
+    return {"seconds": {kind: median(times) for kind, times in seconds.items()},
+            "ratio": {kind: median([t / f for t, f in zip(times, first)])
+                      for kind, times in seconds.items()}}
+
+
+def measure(kind, n, d=64, block=256, repeats=3):
+    """{"seconds", "peak"} of one case, measured in a fresh process with one thread."""
+    return _fresh_process(f"_child({kind!r}, {n}, {d}, {block}, {repeats})")
 
 
 def targets():
     numpy_naive = measure("numpy_naive", 4096)
     numpy_tiled = measure("numpy_tiled", 4096, block=256)
+    numpy_times = compare(["numpy_naive", "numpy_tiled"], 4096, rounds=5)
     memory_ratio = numpy_naive["peak"] / max(numpy_tiled["peak"], 1)
-    time_ratio = numpy_tiled["seconds"] / numpy_naive["seconds"]
+    time_ratio = numpy_times["ratio"]["numpy_tiled"]
+    seconds = numpy_times["seconds"]
     rows = [
         Target("NumPy tiled forward, n = 4096, d = 64, block 256: peak memory", None,
                numpy_tiled["seconds"], f"{numpy_tiled['peak'] / MiB:.1f} MiB vs {numpy_naive['peak'] / MiB:.0f} MiB "
                f"({memory_ratio:.0f}x less)", ">= 16x less", memory_ratio >= 16),
-        Target("NumPy tiled forward, n = 4096, d = 64, block 256: time", None, numpy_tiled["seconds"],
-               f"{numpy_tiled['seconds'] * 1e3:.0f} ms vs {numpy_naive['seconds'] * 1e3:.0f} ms "
-               f"({time_ratio:.2f}x)", "<= 2x the naive pass", time_ratio <= 2),
+        Target("NumPy tiled forward, n = 4096, d = 64, block 256: time", None, seconds["numpy_tiled"],
+               f"{seconds['numpy_tiled'] * 1e3:.0f} ms vs {seconds['numpy_naive'] * 1e3:.0f} ms "
+               f"({time_ratio:.2f}x, median of 5 paired rounds)", "<= 2x the naive pass", time_ratio <= 2),
     ]
     naive_both = measure("torch_naive_backward", 8192, repeats=2)
     tiled_both = measure("torch_tiled_backward", 8192, repeats=2)
@@ -211,16 +260,17 @@ def targets():
     rows.append(Target("PyTorch tiled forward + backward, n = 8192: peak memory", None, tiled_both["seconds"],
                        f"{tiled_both['peak'] / MiB:.0f} MiB vs {naive_both['peak'] / MiB:.0f} MiB ({ratio:.0f}x less)",
                        ">= 20x less", ratio >= 20))
+    torch_times = compare(["sdpa", "torch_tiled", "torch_naive"], 4096, rounds=7)
+    seconds, ratios = torch_times["seconds"], torch_times["ratio"]
+    rows.append(Target("PyTorch tiled forward, n = 4096, block 256, vs SDPA", None, seconds["torch_tiled"],
+                       f"{seconds['torch_tiled'] * 1e3:.0f} ms vs {seconds['sdpa'] * 1e3:.0f} ms "
+                       f"({ratios['torch_tiled']:.2f}x, median of 7 paired rounds)", "<= 2x SDPA",
+                       ratios["torch_tiled"] <= 2))
+    versus_naive = ratios["torch_tiled"] / ratios["torch_naive"]
+    rows.append(Target("PyTorch tiled forward, n = 4096, block 256, vs naive", None, seconds["torch_tiled"],
+                       f"{seconds['torch_tiled'] * 1e3:.0f} ms vs {seconds['torch_naive'] * 1e3:.0f} ms "
+                       f"({versus_naive:.2f}x)", "faster than naive", versus_naive < 1))
     sdpa = measure("sdpa", 4096)
-    naive = measure("torch_naive", 4096)
-    tiled = measure("torch_tiled", 4096, block=256)
-    rows.append(Target("PyTorch tiled forward, n = 4096, block 256, vs SDPA", None, tiled["seconds"],
-                       f"{tiled['seconds'] * 1e3:.0f} ms vs {sdpa['seconds'] * 1e3:.0f} ms "
-                       f"({tiled['seconds'] / sdpa['seconds']:.2f}x)", "<= 2x SDPA",
-                       tiled["seconds"] <= 2 * sdpa["seconds"]))
-    rows.append(Target("PyTorch tiled forward, n = 4096, block 256, vs naive", None, tiled["seconds"],
-                       f"{tiled['seconds'] * 1e3:.0f} ms vs {naive['seconds'] * 1e3:.0f} ms", "faster than naive",
-                       tiled["seconds"] < naive["seconds"]))
     sdpa_3d = measure("sdpa_3d", 4096)
     matrix = 4096 * 4096 * 4
     rows.append(Target("SDPA on 3-D (1, n, d) input, n = 4096: peak memory", None, sdpa_3d["seconds"],

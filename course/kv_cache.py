@@ -14,6 +14,9 @@ first tokens or one token at a time.
 * `last_logits(model, tokens, use_cache)`: the logits of the next token, with or without
   the cache.
 * `time_per_token(model, n, use_cache, repeats)`: the seconds one more token costs after `n`.
+* `time_decode_step(model, n)`, `step_bytes(model, n)`, `step_flops(model, n)`: the time of
+  one cached step after `n` tokens, the bytes of weights and cache it reads, and its
+  floating-point operations (what decides whether memory or arithmetic bounds it).
 """
 
 import math
@@ -36,11 +39,10 @@ class StaticCache:
         self.values = [torch.zeros_like(k) for k in self.keys]
         self.length = 0  # tokens written so far
 
-    def bytes(self, length=None):
-        """The memory the first `length` positions occupy (all of them by default)."""
-        length = self.keys[0].shape[2] if length is None else length
-        per_position = sum(k[:, :, :1].nelement() * k.element_size() for k in self.keys + self.values)
-        return per_position * length
+    def bytes(self):
+        """The memory its tensors occupy, measured on them: element size times elements, summed
+        over the keys and values of every layer (room for `max_len` positions)."""
+        return sum(t.element_size() * t.nelement() for t in self.keys + self.values)
 
 
 class _Layer(nn.Module):
@@ -193,3 +195,49 @@ def scaled_init(model, seed=0):
         if parameter.dim() > 1:
             nn.init.normal_(parameter, std=1 / math.sqrt(parameter.shape[-1]))
     return model
+
+
+@torch.no_grad()
+def time_decode_step(model, n, repeats=7):
+    """The median seconds of one cached decoding step after `n` tokens (batch 1): the prompt is
+    fed once, then the step repeated, each time writing the new token's keys and values into
+    the same slot of the cache."""
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(n)
+    tokens = torch.randint(0, model.head.out_features, (1, n + 1), generator=generator).to(device)
+    cache = model.new_cache(1)
+    model(tokens[:, :n], cache)
+    times = []
+    for _ in range(repeats + 1):  # the first run warms up
+        cache.length = n
+        _sync(device)
+        begin = time.perf_counter()
+        model(tokens[:, n:], cache)
+        _sync(device)
+        times.append(time.perf_counter() - begin)
+    times = sorted(times[1:])
+    return times[len(times) // 2]
+
+
+def step_bytes(model, n, batch=1):
+    """Bytes one cached step after `n` tokens reads: every weight once (of the token and
+    position tables only the rows it looks up) and the keys and values of n + 1 positions in
+    every layer."""
+    total = 0
+    for name, parameter in model.named_parameters():
+        if name in ("tokens.weight", "positions.weight"):
+            total += batch * parameter.shape[1] * parameter.element_size()
+        else:
+            total += parameter.nelement() * parameter.element_size()
+    number = next(model.parameters()).element_size()
+    return total + batch * 2 * model.n_layers * (n + 1) * model.d_model * number
+
+
+def step_flops(model, n, t=1):
+    """Floating-point operations (a multiply-add is two) of feeding `t` tokens after `n`: each
+    token multiplies every weight matrix once, and each pair of a query and a key it sees
+    costs 2 d multiply-adds (a score and a weighted sum)."""
+    matrices = sum(p.nelement() for name, p in model.named_parameters()
+                   if p.dim() == 2 and name not in ("tokens.weight", "positions.weight"))
+    pairs = sum(n + i + 1 for i in range(t))  # causal: token n + i sees n + i + 1 keys
+    return 2 * (t * matrices + 2 * model.d_model * model.n_layers * pairs)

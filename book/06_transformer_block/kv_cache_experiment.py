@@ -58,8 +58,8 @@ def memory(model, n=1024, n_heads=4):
     rows = []
     d_head = model.d_model // n_heads
     for name, n_kv_heads in (("multi-head", 4), ("grouped-query", 2), ("multi-query", 1)):
-        cache = StaticCache(model.n_layers, n_kv_heads, d_head, model.max_len, batch=1)
-        rows.append({"attention": name, "kv_heads": n_kv_heads, "n": n, "cache_bytes": cache.bytes(n),
+        cache = StaticCache(model.n_layers, n_kv_heads, d_head, n, batch=1)  # room for n positions
+        rows.append({"attention": name, "kv_heads": n_kv_heads, "n": n, "cache_bytes": cache.bytes(),
                      "formula_bytes": cache_bytes_formula(model.n_layers, n_kv_heads, d_head, n),
                      "weight_bytes": weight_bytes(model, n_heads, n_kv_heads)})
     return rows

@@ -1,0 +1,175 @@
+"""Draw the figures of chapter 6's text as SVG files beside this script.
+
+* `block_orders.svg`: the block in both norm orders, post-norm (2017) and pre-norm (GPT-2);
+* `encoder_decoder.svg`: the encoder-decoder, with cross-attention reading the memory;
+* `kv_cache.svg`: the key-value cache growing by one position per decoding step.
+
+Run from the repository root (a few seconds; the files are committed with this script):
+
+    .venv/bin/python book/06_transformer_block/draw_figures.py
+"""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+
+HERE = Path(__file__).parent
+FONT = 11
+COLOURS = {"attention": "#cfe2f3", "cross": "#d9d2e9", "ff": "#fce5cd", "norm": "#d9ead3",
+           "embed": "#eeeeee", "head": "#eeeeee"}
+plt.rcParams.update({"font.size": FONT, "svg.fonttype": "none", "svg.hashsalt": "chapter-6"})
+
+
+def box(ax, x, y, text, kind, width=2.6, height=0.62):
+    """A rounded box centred at (x, y)."""
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                boxstyle="round,pad=0.02,rounding_size=0.12", linewidth=1.2,
+                                edgecolor="#333333", facecolor=COLOURS[kind]))
+    ax.text(x, y, text, ha="center", va="center")
+
+
+def plus(ax, x, y):
+    """The residual sum: a circle with a plus."""
+    ax.add_patch(plt.Circle((x, y), 0.2, facecolor="white", edgecolor="#333333", linewidth=1.2))
+    ax.text(x, y - 0.01, "+", ha="center", va="center", fontsize=FONT + 2)
+
+
+def arrow(ax, start, end, colour="#333333", style="-|>", bend=0.0):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, linewidth=1.2,
+                                 color=colour, connectionstyle=f"arc3,rad={bend}", shrinkA=0, shrinkB=0))
+
+
+def residual(ax, x, y_from, y_to, side=1.7):
+    """The identity path: from the stream at y_from around the sublayer into the sum at y_to."""
+    ax.plot([x, x + side, x + side], [y_from, y_from, y_to], color="#b45f06", linewidth=1.6)
+    arrow(ax, (x + side, y_to), (x + 0.2, y_to), colour="#b45f06")
+
+
+def sublayer_post(ax, x, y, text, kind):
+    """Post-norm: x -> sublayer -> + (residual) -> LayerNorm. Returns the top y."""
+    box(ax, x, y + 0.6, text, kind)
+    arrow(ax, (x, y), (x, y + 0.29))
+    arrow(ax, (x, y + 0.91), (x, y + 1.3))
+    plus(ax, x, y + 1.5)
+    residual(ax, x, y + 0.1, y + 1.5)
+    arrow(ax, (x, y + 1.7), (x, y + 2.0))
+    box(ax, x, y + 2.3, "LayerNorm", "norm")
+    return y + 2.61
+
+
+def sublayer_pre(ax, x, y, text, kind):
+    """Pre-norm: x -> LayerNorm -> sublayer -> + (residual). Returns the top y."""
+    arrow(ax, (x, y), (x, y + 0.29))
+    box(ax, x, y + 0.6, "LayerNorm", "norm")
+    arrow(ax, (x, y + 0.91), (x, y + 1.2))
+    box(ax, x, y + 1.5, text, kind)
+    arrow(ax, (x, y + 1.81), (x, y + 2.1))
+    plus(ax, x, y + 2.3)
+    residual(ax, x, y + 0.1, y + 2.3)
+    return y + 2.5
+
+
+def block_orders():
+    fig, ax = plt.subplots(figsize=(6.4, 6.6))
+    for x, title, step in ((2.0, "post-norm (2017)", sublayer_post), (6.6, "pre-norm (GPT-2, Llama)", sublayer_pre)):
+        ax.text(x, -0.45, "x  (B, n, d)", ha="center", va="center")
+        y = step(ax, x, -0.2, "self-attention", "attention")
+        y = step(ax, x, y, "feed-forward", "ff")
+        arrow(ax, (x, y), (x, y + 0.35))
+        ax.text(x, y + 0.55, "to the next block", ha="center", va="center")
+        ax.text(x, 6.6, title, ha="center", va="center", fontsize=FONT + 1, fontweight="bold")
+    ax.text(6.6, 5.95, "(a last LayerNorm before the head)", ha="center", va="center", fontsize=FONT - 1)
+    ax.text(4.3, -1.0, "orange: the residual (identity) path", ha="center", va="center", color="#b45f06")
+    ax.set_xlim(0.2, 8.9)
+    ax.set_ylim(-1.3, 6.9)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.savefig(HERE / "block_orders.svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
+def encoder_decoder():
+    fig, ax = plt.subplots(figsize=(6.4, 6.4))
+    enc, dec = 1.8, 6.2
+    # encoder column
+    ax.text(enc, 0.0, "source ids (B, m)", ha="center", va="center")
+    arrow(ax, (enc, 0.2), (enc, 0.55))
+    box(ax, enc, 0.85, "embed + positions", "embed")
+    arrow(ax, (enc, 1.16), (enc, 1.6))
+    ax.add_patch(FancyBboxPatch((enc - 1.55, 1.6), 3.1, 2.25, boxstyle="round,pad=0.02,rounding_size=0.15",
+                                facecolor="none", edgecolor="#666666", linestyle="--"))
+    box(ax, enc, 2.15, "self-attention (m x m)", "attention", width=2.8)
+    box(ax, enc, 3.1, "feed-forward", "ff", width=2.8)
+    arrow(ax, (enc, 2.46), (enc, 2.79))
+    ax.text(enc, 4.05, "L encoder blocks", ha="center", va="center", fontsize=FONT - 1)
+    arrow(ax, (enc, 3.85), (enc, 4.6))
+    box(ax, enc, 4.9, "memory (B, m, d)", "embed", width=2.8)
+    # decoder column
+    ax.text(dec, 0.0, "target ids (B, n)", ha="center", va="center")
+    arrow(ax, (dec, 0.2), (dec, 0.55))
+    box(ax, dec, 0.85, "embed + positions", "embed")
+    arrow(ax, (dec, 1.16), (dec, 1.6))
+    ax.add_patch(FancyBboxPatch((dec - 1.65, 1.6), 3.3, 3.2, boxstyle="round,pad=0.02,rounding_size=0.15",
+                                facecolor="none", edgecolor="#666666", linestyle="--"))
+    box(ax, dec, 2.15, "causal self-attention", "attention", width=3.0)
+    box(ax, dec, 3.1, "cross-attention (n x m)", "cross", width=3.0)
+    box(ax, dec, 4.05, "feed-forward", "ff", width=3.0)
+    arrow(ax, (dec, 2.46), (dec, 2.79))
+    arrow(ax, (dec, 3.41), (dec, 3.74))
+    ax.text(dec, 5.0, "L decoder blocks", ha="center", va="center", fontsize=FONT - 1)
+    arrow(ax, (dec, 4.8), (dec, 5.5))
+    box(ax, dec, 5.8, "linear: logits (B, n, V)", "head", width=3.0)
+    # memory into every cross-attention: keys and values
+    ax.plot([enc + 1.4, 3.9, 3.9], [4.9, 4.9, 3.1], color="#674ea7", linewidth=1.6)
+    arrow(ax, (3.9, 3.1), (dec - 1.5, 3.1), colour="#674ea7")
+    ax.text(3.72, 4.0, "keys, values", ha="center", va="center", rotation=90, color="#674ea7",
+            fontsize=FONT - 1)
+    ax.text(dec - 0.1, 2.62, "queries", ha="right", va="center", color="#674ea7", fontsize=FONT - 1)
+    ax.text(4.0, 6.55, "Every decoder block reads the encoder's last output", ha="center", va="center",
+            fontsize=FONT + 1, fontweight="bold")
+    ax.set_xlim(0.0, 8.1)
+    ax.set_ylim(-0.3, 6.8)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.savefig(HERE / "encoder_decoder.svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
+def kv_cache():
+    fig, ax = plt.subplots(figsize=(6.4, 3.9))
+    prompt, steps = 3, 4
+    size = 0.62
+    for step in range(steps):
+        y = (steps - 1 - step) * 0.95
+        n = prompt + step  # positions cached before this step
+        ax.text(-0.25, y + size / 2, f"step {step + 1}", ha="right", va="center")
+        for j in range(n + 1):
+            new = j == n
+            colour = "#f6b26b" if new else "#cfe2f3"
+            ax.add_patch(plt.Rectangle((j * size, y), size * 0.92, size * 0.92, facecolor=colour,
+                                       edgecolor="#333333", linewidth=1.0))
+            ax.text(j * size + size * 0.46, y + size * 0.46, f"{j}", ha="center", va="center",
+                    fontsize=FONT - 1)
+        ax.text((n + 1) * size + 0.15, y + size / 2,
+                f"query {n} reads {n + 1} keys and values", ha="left", va="center", fontsize=FONT - 1)
+    ax.text(0.0, steps * 0.95 + 0.05, "blue: cached keys and values, read again;  orange: the new token's, "
+            "written once", ha="left", va="bottom", fontsize=FONT - 1)
+    ax.text(0.0, -0.45, "positions 0-2: the prompt, fed once (prefill); then one token per step (decode)",
+            ha="left", va="center", fontsize=FONT - 1)
+    ax.set_xlim(-1.4, 8.6)
+    ax.set_ylim(-0.7, steps * 0.95 + 0.5)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.savefig(HERE / "kv_cache.svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    block_orders()
+    encoder_decoder()
+    kv_cache()
+    print("wrote", ", ".join(sorted(p.name for p in HERE.glob("*.svg"))))

@@ -1,7 +1,8 @@
 """The built book as a reader sees it: offline, in a real (headless) Chromium.
 
 The book in `_build/html` (built by `make book`) is served on the loopback interface and
-every HTML page of it is opened in Debian's Chromium, driven by playwright's sync API:
+every HTML page of it is opened in Debian's Chromium, driven by playwright's sync API,
+in a window 1280 px wide and again on a phone's 390 px:
 
 * no request fails, no request leaves the loopback server (any is blocked and reported),
   and the console shows no error;
@@ -10,14 +11,19 @@ every HTML page of it is opened in Debian's Chromium, driven by playwright's syn
 * every plot of an executed notebook appears on its page as an image;
 * no code, and no output of an executed cell (printed text, a table), is wider than its
   box, and no figure is scaled below `MIN_FIGURE_SCALE` of its width to fit the column;
-* search works offline.
+* search works offline;
+* at both widths no page scrolls sideways: long inline code wraps, and a wide equation,
+  table or code block scrolls inside its own box (an equation or table with a shadow at
+  the edge that has more to show).
 
 Files are checked too: no page asks for a script, a style or an image from another host,
-every chapter offers the student version of its assignment, the launch buttons point at
-the course repository, and no solution is anywhere in the build.
+every chapter offers the student version of its assignment, with a link that opens it in
+Colab, the launch buttons of the lessons point at the course repository and Binder builds
+what the lessons import, and no solution is anywhere in the build.
 
 A full-page screenshot of every page of the table of contents is saved in
-`_build/screenshots/` (or `$BOOK_SCREENSHOTS`), for a person to look at.
+`_build/screenshots/` (or `$BOOK_SCREENSHOTS`), at 1280 px and (`...-390px.png`) at
+390 px, for a person to look at.
 
 Under pytest-xdist the browser tests run on one worker (`xdist_group("browser")`),
 which starts one server and one Chromium for all of them.
@@ -32,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import urllib.parse
@@ -199,20 +206,33 @@ def test_every_chapter_offers_its_assignment_for_download():
         "student notebooks exist but no chapter in _toc.yml offers them"
 
 
-@needs_build
-def test_launch_buttons_point_at_the_course_repository():
+def repository_config():
+    """(repository URL, "org/repo", branch, book folder in the repository) of _config.yml."""
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     repo = config["repository"]["url"].rstrip("/")
     org_repo = urllib.parse.urlparse(repo).path.strip("/")
-    branch = config["repository"]["branch"]
+    book = (config["repository"].get("path_to_book") or "").strip("/")
+    return repo, org_repo, config["repository"]["branch"], book
+
+
+@needs_build
+def test_launch_buttons_point_at_the_course_repository():
+    """Every lesson page launches its notebook on Binder, from the course repository.
+
+    No Colab button: Colab opens the one notebook, and every lesson imports the course's
+    package and reads files beside it (`test_binder_builds_what_the_lessons_import`)."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    repo, org_repo, branch, _ = repository_config()
     buttons = config.get("launch_buttons", {})
     expected = {
         "binderhub_url": f"{buttons.get('binderhub_url', '').rstrip('/')}/v2/gh/{org_repo}/{branch}?",
-        "colab_url": f"{buttons.get('colab_url', '').rstrip('/')}/github/{org_repo}/blob/{branch}/",
         "jupyterhub_url": f"{buttons.get('jupyterhub_url', '').rstrip('/')}/hub/user-redirect/git-pull?",
     }
     expected = {k: v for k, v in expected.items() if buttons.get(k)}
-    assert {"binderhub_url", "colab_url"} <= set(expected), "Binder and Colab buttons are configured"
+    assert "binderhub_url" in expected, "the Binder button is configured"
+    assert not buttons.get("colab_url"), (
+        "a Colab button on the lessons opens a notebook without the course's package and "
+        "the files beside it")
     notebooks = [p for p in html_pages() if (EXECUTED / p).with_suffix(".ipynb").is_file()]
     if not notebooks:
         pytest.skip("no executed notebook page in the book yet")
@@ -224,7 +244,86 @@ def test_launch_buttons_point_at_the_course_repository():
             assert hits, f"{page}: no launch button for {key} (a link starting {prefix})"
             assert all(source in urllib.parse.unquote(h) for h in hits), (
                 f"{page}: the {key} button does not open {source}: {hits}")
+        colab = [h for h in links if "colab.research.google.com" in h]
+        assert not colab, f"{page}: a Colab link on a lesson: {colab}"
         assert repo in links, f"{page}: no repository button linking to {repo}"
+
+
+def requirement_pins(path):
+    """{normalised distribution name: the line's specifier} of a requirements file."""
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            name = re.split(r"[=<>!~\[; ]", line, maxsplit=1)[0]
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = line[len(name):].strip()
+    return pins
+
+
+def test_binder_builds_what_the_lessons_import():
+    """The Binder button works: binder/ installs every package that a lesson or the
+    course's package imports, at the versions of requirements.txt, and then the course's
+    package itself; Binder starts in a clone of the repository, so each lesson finds
+    the files beside it."""
+    binder = REPO / "binder"
+    pins = requirement_pins(binder / "requirements.txt")
+    course_pins = requirement_pins(REPO / "requirements.txt")
+    different = {n: (s, course_pins.get(n)) for n, s in pins.items() if course_pins.get(n) != s}
+    # scikit-learn comes with sentence-transformers in requirements.txt; the course imports it
+    different.pop("scikit-learn", None)
+    assert not different, f"binder/requirements.txt pins other versions than requirements.txt: {different}"
+    post_build = (binder / "postBuild").read_text()
+    assert re.search(r"pip install .*-e \.\s*$", post_build, re.M), \
+        "binder/postBuild installs the course's package"
+    assert os.access(binder / "postBuild", os.X_OK), "binder/postBuild is executable"
+    modules = {}
+    sources = [(p, "\n".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"]
+                              if c["cell_type"] == "code"))
+               for p in sorted((REPO / "book").glob("*/lesson*.ipynb"))]
+    sources += [(p, p.read_text()) for p in sorted((REPO / "course").rglob("*.py"))]
+    for path, text in sources:
+        for match in re.finditer(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", text, re.M):
+            modules.setdefault(match.group(1), path.relative_to(REPO).as_posix())
+    distributions = {"sklearn": "scikit-learn", "yaml": "pyyaml"}
+    missing = {}
+    for module, where in modules.items():
+        if module in sys.stdlib_module_names or module in {"course", "autograder", "__future__"}:
+            continue
+        name = distributions.get(module, re.sub(r"[-_.]+", "-", module).lower())
+        if name not in pins:
+            missing[module] = where
+    assert not missing, f"imported by the lessons or `course`, not installed by binder/: {missing}"
+
+
+@needs_build
+def test_assignment_pages_open_in_colab():
+    """Each page that offers a student notebook for download also opens that notebook,
+    from the course repository, in Colab (it needs only NumPy, PyTorch and matplotlib)."""
+    _, org_repo, branch, book = repository_config()
+    prefix = f"https://colab.research.google.com/github/{org_repo}/blob/{branch}/"
+    checked = 0
+    for page in html_pages():
+        tags = parse(HTML / page).tags
+        downloads = [a.get("href") or "" for t, a in tags
+                     if t == "a" and "download" in a and (a.get("href") or "").endswith(".ipynb")]
+        if not downloads:
+            continue
+        colab = [a.get("href") or "" for t, a in tags if t == "a"
+                 and (a.get("href") or "").startswith(prefix)]
+        for href in downloads:
+            name = Path(urllib.parse.unquote(href)).name
+            hits = [c for c in colab if c.endswith(f"/assignment/{name}")]
+            assert hits, f"{page}: offers {name} for download but no link opens it in Colab"
+            for hit in hits:
+                path = hit[len(prefix):]
+                source = REPO / (path[len(book):].lstrip("/") if book else path)
+                assert source.is_file(), f"{page}: the Colab link names {path}, not in the repository"
+                assert source.read_bytes() == (HTML / page).parent.joinpath(
+                    urllib.parse.unquote(href)).resolve().read_bytes(), (
+                    f"{page}: Colab would open {path}, which differs from the download")
+            checked += 1
+    assert checked or not any((REPO / "book").glob("*/assignment/*.ipynb")), \
+        "student notebooks exist but no page offers them"
 
 
 # --- the book in a browser --------------------------------------------------------------
@@ -266,9 +365,11 @@ def browser(server):
 class Visit:
     """One page opened in the browser, with everything that went wrong while it loaded."""
 
-    def __init__(self, context, origin, path):
+    def __init__(self, context, origin, path, viewport=None):
         self.origin, self.problems, self.blocked, self.pending = origin, [], [], set()
         self.page = page = context.new_page()
+        if viewport:
+            page.set_viewport_size(viewport)
         page.on("request", self.request)
         page.on("requestfinished", self.finished)
         page.on("requestfailed", self.failed)
@@ -320,8 +421,8 @@ class Visit:
 def visit(browser, server):
     visits = []
 
-    def open_page(path):
-        visits.append(Visit(browser, server, path))
+    def open_page(path, viewport=None):
+        visits.append(Visit(browser, server, path, viewport))
         return visits[-1]
 
     yield open_page
@@ -456,11 +557,101 @@ def broken_links(page, facts, origin):
     return broken
 
 
-@needs_build
-@pytest.mark.xdist_group("browser")
-@pytest.mark.parametrize("path", html_pages() or ["index.html"])
-def test_page_renders_offline(visit, server, path):
-    v = visit(path)
+# A phone's window: an iPhone 12 to 15 held upright, in CSS pixels.
+PHONE = {"width": 390, "height": 844}
+# What makes a page scroll sideways, and what is cut off inside the article.
+SIDEWAYS = r"""() => {
+    const view = document.documentElement.clientWidth;
+    const width = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+    const describe = (e, right) => {
+        const cls = (e.getAttribute("class") || "").trim().split(/\s+/).filter(Boolean)
+                    .slice(0, 2).map(c => "." + c).join("");
+        const text = (e.textContent || "").replace(/\s+/g, " ").trim().slice(0, 60);
+        return `<${e.tagName.toLowerCase()}${cls}> ${JSON.stringify(text)} reaches `
+               + `${Math.round(right)} px`;
+    };
+    // Elements whose box reaches past the window, the outermost of each such chain,
+    // not inside a box that scrolls or clips, and not fixed to the window.
+    const inBox = e => {
+        for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+            const s = getComputedStyle(a);
+            if (s.overflowX !== "visible" || s.position === "fixed") return true;
+        }
+        return false;
+    };
+    const wide = [];
+    if (width > view) {
+        for (const e of document.body.querySelectorAll("*")) {
+            const r = e.getBoundingClientRect();
+            if (r.width === 0 || r.right <= view + 1) continue;
+            if (getComputedStyle(e).position === "fixed" || inBox(e)) continue;
+            const parent = e.parentElement;
+            if (parent && parent !== document.body
+                && parent.getBoundingClientRect().right > view + 1) continue;
+            wide.push(describe(e, r.right));
+        }
+    }
+    // Inside the article: content cut off by a box that hides its overflow.
+    const article = document.querySelector("article.bd-article") || document.body;
+    const cut = [];
+    for (const e of article.querySelectorAll("*")) {
+        if (e.closest("mjx-assistive-mml, .visually-hidden, .headerlink")) continue;
+        const r = e.getBoundingClientRect();
+        if (r.width === 0 || r.height === 0) continue;
+        for (let a = e.parentElement; a && article.contains(a); a = a.parentElement) {
+            const s = getComputedStyle(a);
+            if (s.overflowX === "visible") continue;
+            if ((s.overflowX === "hidden" || s.overflowX === "clip")
+                && r.right > a.getBoundingClientRect().right + 1
+                && (e.parentElement === a
+                    || e.parentElement.getBoundingClientRect().right <= a.getBoundingClientRect().right + 1)) {
+                cut.push(describe(e, r.right) + ` in a ${Math.round(a.getBoundingClientRect().width)} px box`);
+            }
+            break;
+        }
+    }
+    // Display equations wider than their box: they scroll in it, with a cue.
+    const equations = Array.from(document.querySelectorAll("div.math mjx-container[display='true']"))
+        .filter(m => m.scrollWidth > m.clientWidth + 1)
+        .map(m => {
+            const s = getComputedStyle(m);
+            const items = MathJax.startup.document.getMathItemsWithin(m.parentElement);
+            const tex = items.length ? items[0].math.trim().replace(/\s+/g, " ").slice(0, 60) : "";
+            return {tex, scrolls: s.overflowX === "auto" || s.overflowX === "scroll",
+                    cue: /gradient/.test(s.backgroundImage)};
+        });
+    // Tables of the text wider than their box: they scroll in it, with a cue.
+    const tables = Array.from(document.querySelectorAll(".pst-scrollable-table-container"))
+        .filter(c => c.scrollWidth > c.clientWidth + 1)
+        .map(c => ({text: c.textContent.replace(/\s+/g, " ").trim().slice(0, 60),
+                    cue: /gradient/.test(getComputedStyle(c).backgroundImage)}));
+    return {view, width, wide: wide.slice(0, 8), cut: cut.slice(0, 8), equations, tables};
+}"""
+
+
+def sideways_problems(facts, window):
+    """What makes a page wider than the window, or cuts off part of its article."""
+    problems = []
+    if facts["width"] > facts["view"]:
+        problems.append(f"the page scrolls sideways at {window} px: {facts['width']} px wide "
+                        f"in a {facts['view']} px window")
+        problems += [f"  wider than the window: {w}" for w in facts["wide"]]
+    problems += [f"cut off: {c}" for c in facts["cut"]]
+    for eq in facts["equations"]:
+        if not eq["scrolls"]:
+            problems.append(f"display equation \"{eq['tex']}...\" is wider than its box, which "
+                            f"does not scroll")
+        elif not eq["cue"]:
+            problems.append(f"display equation \"{eq['tex']}...\" scrolls in its box with no cue")
+    problems += [f"table \"{table['text']}...\" scrolls in its box with no cue"
+                 for table in facts["tables"] if not table["cue"]]
+    return problems
+
+
+def open_settled(visit, server, path, viewport=None):
+    """A page opened (at `viewport`) and settled; the landing redirect is followed.
+    Returns the visit and the path of the page it shows."""
+    v = visit(path, viewport)
     refresh = [a for t, a in parse(HTML / path).tags
                if t == "meta" and (a.get("http-equiv") or "").lower() == "refresh"]
     if refresh:  # the landing redirect: follow it, then check where it lands
@@ -468,6 +659,23 @@ def test_page_renders_offline(visit, server, path):
         v.page.wait_for_url(urllib.parse.urljoin(f"{server}/{path}", target))
         path = urllib.parse.urljoin(path, target)
     v.settle()
+    return v, path
+
+
+def screenshot(v, path, suffix=""):
+    """A full-page screenshot of a page of the table of contents, for a person."""
+    if path in screenshot_pages():
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / (path.removesuffix(".html").replace("/", "__") + suffix + ".png")
+        v.page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot of {path}: {shot}")
+
+
+@needs_build
+@pytest.mark.xdist_group("browser")
+@pytest.mark.parametrize("path", html_pages() or ["index.html"])
+def test_page_renders_offline(visit, server, path):
+    v, path = open_settled(visit, server, path)
     facts = v.page.evaluate(PAGE_FACTS.replace("%MIN_FIGURE_SCALE%", str(MIN_FIGURE_SCALE)))
     problems = [f"image not loaded: {i['src']}" for i in facts["images"] if not i["ok"]]
     problems += [f"broken link: {b}" for b in broken_links(path, facts, server)]
@@ -496,13 +704,25 @@ def test_page_renders_offline(visit, server, path):
     if plots and facts["outputImages"] < plots:
         problems.append(f"the executed notebook has {plots} plots, the page's cell outputs "
                         f"{facts['outputImages']} images")
-    if path in screenshot_pages():
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shot = SCREENSHOTS / (path.removesuffix(".html").replace("/", "__") + ".png")
-        v.page.screenshot(path=str(shot), full_page=True)
-        print(f"screenshot of {path}: {shot}")
+    problems += sideways_problems(v.page.evaluate(SIDEWAYS), 1280)
+    screenshot(v, path)
     problems = v.problems + [f"blocked a request to another host: {u}" for u in v.blocked] + problems
     assert not problems, f"{path} in Chromium (screenshots in {SCREENSHOTS}):\n" + "\n".join(problems)
+
+
+@needs_build
+@pytest.mark.xdist_group("browser")
+@pytest.mark.parametrize("path", html_pages() or ["index.html"])
+def test_page_fits_a_phone(visit, server, path):
+    """At 390 px the page does not scroll sideways: long inline code wraps, and what is
+    wider than the column (an equation, a table, code, an output) scrolls in its own
+    box, equations and tables with a shadow at the edge that has more to show."""
+    v, path = open_settled(visit, server, path, PHONE)
+    problems = sideways_problems(v.page.evaluate(SIDEWAYS), PHONE["width"])
+    screenshot(v, path, f"-{PHONE['width']}px")
+    problems = v.problems + [f"blocked a request to another host: {u}" for u in v.blocked] + problems
+    assert not problems, (f"{path} in Chromium at {PHONE['width']} px (screenshots in "
+                          f"{SCREENSHOTS}):\n" + "\n".join(problems))
 
 
 @needs_build

@@ -18,7 +18,11 @@ Results go to OUT/:
 
 An input that is no student's submission (autograder/records/submissions.py: a missing
 path, a stray file, a folder with nothing to grade, two submissions for one student) is
-refused: its JSON line says so (status "refused") and nothing is recorded for it.
+refused: its JSON line says so (status "refused") and nothing is recorded for it. A
+student's submission that cannot be graded (too large, unreadable, without the
+assignment's answer cells, or a grading that failed) is recorded with status "error": a
+grade of 0 whose message is in grades.csv, its result and the gradebook (the automatic
+comment of every answer cell), so that nbgrader's export lists that student too.
 `python -m autograder forget` (autograder/records/forget.py) removes a recorded grade.
 
 Late submissions (autograder/records/lateness.py): given a due date (here, or kept in the class
@@ -309,10 +313,14 @@ class Grader:
                 result.message = self._summary(result)
                 if not submission.duplicate:
                     self.gradebook.merge(submission.student, f"sqlite:///{answer['db']}")
-                    self._keep_feedback(answer["feedback"], submission.student)
+                    try:
+                        self._keep_feedback(answer["feedback"], submission.student)
+                    except OSError as error:  # the grade is recorded: it stands
+                        result.flags.append(f"the feedback page could not be kept ({error})")
+                        result.message = self._summary(result)
             if not submission.duplicate:
-                if result.status == "error":
-                    self.gradebook.add_student(submission.student)
+                if result.status == "error":  # a grade of 0 and why, in the gradebook too
+                    self.gradebook.record_ungraded(submission.student, result.message, submission.timestamp)
                 self.record(result)
         except Exception as error:  # the gradebook or the disk: report, keep going
             result.status, result.message = "error", f"recording the grade failed: {error}"

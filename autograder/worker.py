@@ -37,6 +37,7 @@ def grade(task):
     from traitlets.config.loader import PyFileConfigLoader
 
     from autograder.judging.assemble import assemble
+    from autograder.judging.diagnosis import DIAGNOSIS_FAILED, short_error
     from autograder.judging.course_directory import CourseDirectory
     from autograder.records.gradebook import COURSE_ID
     from autograder.records.lateness import due_date, lateness_note, naive_utc
@@ -73,11 +74,19 @@ def grade(task):
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(work)).load_config()
     api = NbGraderAPI(coursedir=NbCourseDirectory(config=config), config=config)
-    for step in (api.autograde, api.generate_feedback):
-        outcome = step(assignment, student, force=True)
+    outcome = api.autograde(assignment, student, force=True)
+    if not outcome["success"]:
+        raise RuntimeError(f"nbgrader autograde failed:\n{_log_tail(outcome)}")
+    # The scores are in the gradebook: what follows (the feedback page, the diagnoses'
+    # examples) is noted when it fails, and the grade stands.
+    after = []
+    try:
+        outcome = api.generate_feedback(assignment, student, force=True)
         if not outcome["success"]:
-            log = (outcome.get("log") or "") + "\n" + (outcome.get("error") or "")
-            raise RuntimeError(f"nbgrader {step.__name__} failed:\n" + "\n".join(log.strip().splitlines()[-25:]))
+            raise RuntimeError((_log_tail(outcome).splitlines() or ["no log"])[-1])
+    except Exception as error:
+        sys.stderr.write(f"the feedback of {student} failed: {error}\n")
+        after.append(FEEDBACK_FAILED.format(error=short_error(error)))
 
     reports = {}
     for path in sorted((work / "reports").glob("*.json")):
@@ -91,8 +100,8 @@ def grade(task):
                     tests[grade_row.name] = [float(grade_row.score), float(grade_row.max_score)]
         score, max_score = float(submission.score), float(submission.max_score)
         penalty, seconds_late = float(submission.late_submission_penalty or 0), float(submission.total_seconds_late)
-    # The verdicts reached outside the kernel decide; nbgrader, which reads the outputs,
-    # must agree with them.
+    # The verdicts reached outside the kernel decide (autograder/judging/preprocessor.py's
+    # VerdictGrades saves them): the gradebook must hold them.
     verdicts, messages = {}, {}
     for report in reports.values():
         verdicts.update(report["verdicts"])
@@ -101,17 +110,29 @@ def grade(task):
         if (got > 0) != (verdicts.get(name) == "passed"):
             raise RuntimeError(f"internal inconsistency: nbgrader gave {name} {got:g} of {top:g} points, "
                                f"but the test {verdicts.get(name, 'did not run')}")
-    diagnoses, unknown = _diagnoses(reports, {Path(name).stem: folder / name for name in task["notebooks"]})
+    try:
+        diagnoses, unknown = _diagnoses(reports, {Path(name).stem: folder / name for name in task["notebooks"]})
+    except Exception as error:
+        diagnoses, unknown = {}, {}
+        after.append(DIAGNOSIS_FAILED.format(error=short_error(error)))
     feedback = sorted(str(p) for p in (work / "feedback" / student / assignment).glob("*.html"))
     return {
         "student": student, "score": score, "max_score": max_score, "penalty": penalty,
         "seconds_late": seconds_late, "tests": tests, "verdicts": verdicts,
         "messages": messages, "diagnoses": diagnoses, "unknown_mistakes": unknown,
-        "notes": notes + [n for r in reports.values() for n in r["notes"]],
+        "notes": notes + [n for r in reports.values() for n in r["notes"]] + after,
         "problems": [p for r in reports.values() for p in r["problems"]],
         "usage": {k: v for r in reports.values() for k, v in r["usage"].items()},
         "feedback": feedback, "db": str(course.db_path),
     }
+
+
+FEEDBACK_FAILED = "The feedback page could not be made ({error}); the grade stands."
+
+
+def _log_tail(outcome):
+    log = (outcome.get("log") or "") + "\n" + (outcome.get("error") or "")
+    return "\n".join(log.strip().splitlines()[-25:])
 
 
 def _diagnoses(reports, notebooks):
@@ -155,10 +176,10 @@ def main():
     import torch  # noqa: F401
 
     import autograder.judging.preprocessor  # noqa: F401
-    from autograder.judging import executor
+    from autograder.judging import kernel_start
 
-    executor.SPARE = executor.Spare()  # the next submission's kernel starts while this one is graded
-    executor.FACTORIES = executor.Factories()  # kernels forked from a process that imported PyTorch once
+    kernel_start.SPARE = kernel_start.Spare()  # the next submission's kernel starts while this one is graded
+    kernel_start.FACTORIES = kernel_start.Factories()  # kernels forked from a process that imported PyTorch once
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -170,8 +191,8 @@ def main():
             sys.stderr.write(traceback.format_exc())
             result = {"student": task.get("student"), "error": detail[-3000:]}
         protocol.write(json.dumps(result) + "\n")
-    executor.SPARE.close()
-    executor.FACTORIES.close()
+    kernel_start.SPARE.close()
+    kernel_start.FACTORIES.close()
     return 0
 
 

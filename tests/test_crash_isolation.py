@@ -5,7 +5,8 @@ function replaced by one that crashes the kernel in a way a student's code can: 
 exits the process, exhausts the sandbox's memory, swallows the interrupt and loops, or
 simply loops. The other four functions are right, and must keep every one of their
 points (21 of 24); the broken function's tests fail with a message that says what
-happened. A cell that kills the kernel at the top level costs only what it defines.
+happened. A cell that kills the kernel at the top level costs only what it defines, and
+an answer too deep for the parser costs at most its own tests.
 
 The work a student's call asks of the grader (a reference answer of another graded
 function, a function a test handed over) runs in a forked child with a memory and a
@@ -19,6 +20,7 @@ import time
 import numpy as np
 import pytest
 
+from attacks._too_deep import TOO_DEEP_TO_PARSE
 from autograder.isolation import bounded
 from autograder.judging import catalogue
 from conftest import Submissions, by_student, run_autograder, student_and_reference
@@ -64,6 +66,7 @@ def graded(tmp_path_factory):
     huge = code["self_attention"].replace("    queries = X @ W_q", "    causal_mask(40000)\n    queries = X @ W_q")
     assert huge != code["self_attention"]
     batch.save("asks_a_huge_reference", catalogue.fill(student, {**code, "self_attention": huge}))
+    batch.save("too_deep_to_parse", catalogue.fill(student, {**code, **TOO_DEEP_TO_PARSE}))
     started = time.monotonic()
     status, lines, log = run_autograder("grade", ASSIGNMENT, *batch.values(), "--out", folder / "grading",
                                         "--cell-timeout", 5, "--submission-timeout", 60, "--no-progress")
@@ -112,6 +115,19 @@ def test_a_huge_reference_answer_fails_the_call_visibly(graded):
     message = result["messages"]["test_self_attention"]
     assert "causal_mask" in message and "memory limit" in message, message
     assert any("memory limit" in flag for flag in result["flags"]), result["flags"]
+
+
+def test_an_answer_too_deep_to_parse_costs_at_most_its_own_tests(graded):
+    """A long written-out expression (tests/attacks/_too_deep.py) that the parser gives up
+    on: the grader's own parse of it never ends the grading (before: status error, no
+    grade, 0 of 24; now 19). The kernel cannot compile the cell either (it is left out,
+    as a cell that does not end), so softmax's tests fail; the chapter's shortcut test of
+    scaled_dot_product_attention, whose helper parses every submitted cell, fails too."""
+    result = graded["too_deep_to_parse"]
+    assert result["status"] == "graded", result["message"]
+    lost = {test for test, (got, top) in result["tests"].items() if got < top}
+    assert lost <= SOFTMAX_TESTS | {"test_sdpa_no_shortcut"}, result["message"]
+    assert result["score"] >= 19.0
 
 
 # -- the bounded call itself --------------------------------------------------------------

@@ -4,12 +4,13 @@ Every hostile submission is the student version of the self-attention assignment
 wrong answers that have the right shapes (zeros; the `garbage` control), plus a trick in
 a cell of its own or inside an answer: forged verdicts on every channel the kernel can
 reach, forged replies, a replaced agent, rewritten cells, patched libraries and ufuncs,
-objects that lie about equality or their class. A grader that trusts anything decided
+objects that lie about equality or their class, outputs written into the running test's
+own output (tests/attacks/_test_outputs.py). A grader that trusts anything decided
 in the student's process would give these marks; ours must give each one at most what
 the same wrong answers get without the trick, test by test.
 
-Honest answers that warn, log, print a lot, use threads or compute with PyTorch keep
-full marks. The reference solution, graded in the same batch, keeps full marks and the
+Honest answers that warn, log, print a lot (into a test's output too), use threads or
+compute with PyTorch keep full marks. The reference solution, graded in the same batch, keeps full marks and the
 untouched student version scores zero.
 """
 
@@ -20,6 +21,7 @@ import pytest
 
 from autograder.judging import catalogue
 from autograder import paths
+from attacks import _test_outputs
 from attacks import self_attention as attacks
 from conftest import Submissions, by_student, run_autograder, student_and_reference
 
@@ -276,6 +278,9 @@ def self_attention(X, W_q, W_k, W_v, mask=None):
     import os
     os._exit(0)
 """),
+    # An execute_result claiming a point, written into each test's own output.
+    **{f"claims_points_in_the_test_output_{function}": (function, code)
+       for function, code in _test_outputs.WRONG_THAT_CLAIMS_POINTS.items()},
 }
 
 
@@ -345,6 +350,9 @@ class SelfAttention(nn.Module):
 def softmax(x, axis=-1):
     return torch.softmax(torch.from_numpy(np.asarray(x)), dim=axis).numpy()
 """),
+    # An execute_result of 0 and stderr, written into each test's own output.
+    **{f"claims_zero_in_the_test_output_{function}": (function, code)
+       for function, code in _test_outputs.RIGHT_THAT_CLAIMS_ZERO.items()},
 }
 
 def build(folder):
@@ -411,6 +419,18 @@ def test_warnings_logging_prints_and_threads_cost_nothing(graded, variant):
     result = graded["results"][f"honest_{variant}"]
     assert result["status"] == "graded" and result["score"] == result["max_score"], (
         f"{variant}: {result['message']} {result.get('messages')}")
+
+
+def test_what_an_answer_writes_into_a_tests_output_is_shown_and_never_scored(graded):
+    """Outputs an answer sends into a running test count for nothing: a wrong answer that
+    claims points has the garbage's score and a right one that claims zero keeps full
+    marks (tested above), and neither stops the grading (nbgrader read them as scores,
+    and the worker stopped on the disagreement: status error, no grade at all)."""
+    for name in list(_test_outputs.WRONG_THAT_CLAIMS_POINTS):
+        wrong = graded["results"][f"claims_points_in_the_test_output_{name}"]
+        right = graded["results"][f"honest_claims_zero_in_the_test_output_{name}"]
+        assert wrong["status"] == right["status"] == "graded", (wrong["message"], right["message"])
+        assert not any("inconsistency" in text for text in wrong["problems"] + right["problems"])
 
 
 def test_a_killed_kernel_is_reported_to_the_instructor(graded):

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from autograder.judging import executor
+from autograder.judging import executor, kernel_start
 from autograder.isolation import kernel_factory, sandbox
 from conftest import REPO
 
@@ -53,15 +53,15 @@ def isolation():
 
 @pytest.fixture
 def factories(monkeypatch):
-    factories = executor.Factories()
-    monkeypatch.setattr(executor, "FACTORIES", factories)
+    factories = kernel_start.Factories()
+    monkeypatch.setattr(kernel_start, "FACTORIES", factories)
     yield factories
     factories.close()
 
 
 def probe(isolation, name):
-    """What student code sees in a new kernel (started the way executor.FACTORIES says)."""
-    box, kernel = executor.start_kernel(isolation, executor.Settings(), 3, name, preload=PRELOAD)
+    """What student code sees in a new kernel (started the way kernel_start.FACTORIES says)."""
+    box, kernel = kernel_start.start_kernel(isolation, executor.Settings(), 3, name, preload=PRELOAD)
     try:
         printed = []
         reply = kernel.execute(PROBE, 60, lambda m: printed.append(m.get("content", {}).get("text", "")))
@@ -75,7 +75,7 @@ def probe(isolation, name):
 def test_a_forked_kernel_sees_what_a_started_one_sees(isolation, factories, monkeypatch):
     how, forked = probe(isolation, "forked")
     assert how == "Forked" and not factories.broken
-    monkeypatch.setattr(executor, "FACTORIES", None)
+    monkeypatch.setattr(kernel_start, "FACTORIES", None)
     how, started = probe(isolation, "started")
     assert how == "Popen"
     for key in ("groups", "cwd", "env", "path", "argv0", "root", "network", "repository"):
@@ -96,7 +96,7 @@ def test_forked_kernels_draw_their_own_random_numbers(isolation, factories):
 
 
 def test_killing_the_sandbox_ends_a_forked_kernel(isolation, factories):
-    box, kernel = executor.start_kernel(isolation, executor.Settings(), 3, "kill", preload=PRELOAD)
+    box, kernel = kernel_start.start_kernel(isolation, executor.Settings(), 3, "kill", preload=PRELOAD)
     try:
         assert isinstance(kernel.process, kernel_factory.Forked) and kernel.alive()
         box.kill()

@@ -358,3 +358,54 @@ def test_forgetting_what_is_not_recorded_fails_and_changes_nothing(lms_class, tm
         assert code == 2 and not lines and "not a student id" in log, log
     assert recorded_students(out) == before
     assert not (out / "forgotten").exists()
+
+
+# -- a submission that cannot be graded is recorded all the same -------------------------
+def test_a_submission_that_cannot_be_graded_has_its_0_and_why_in_the_gradebook(tmp_path):
+    """A notebook refused for its size, an unreadable one, one without the assignment's
+    answers: each is a student's submission, recorded as a grade of 0 with its message in
+    the gradebook (every answer cell's automatic comment) as in grades.csv, so that
+    nbgrader's export lists the student with a submission (no kernel runs)."""
+    from nbgrader.plugins.export import CsvExportPlugin
+
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (source,) = paths.assignment_notebooks(LMS_ASSIGNMENT)
+    text = source.read_text()
+    (folder / "carol.ipynb").write_text(text[:-2] + ', "padding": "' + "x" * MAX_NOTEBOOK_BYTES + '"}\n')
+    (folder / "dave.ipynb").write_bytes(b"{not json")
+    (folder / "erin.ipynb").write_bytes(NOTEBOOK)
+    out = tmp_path / "grading"
+    out.mkdir()
+    grader = Grader(LMS_ASSIGNMENT, out)
+    try:
+        grader.settle_lateness()
+        results = {}
+        for submission in collect([folder], LMS_ASSIGNMENT, grader.expected):
+            if not submission.error:
+                grader.check(submission)
+            results[submission.student] = grader.finish(submission, None, 0.0)
+        grader.write_grades()
+        max_score = grader.max_score
+    finally:
+        grader.close()
+    why = {"carol": f"larger than {MAX_NOTEBOOK_BYTES // MiB} MiB", "dave": "invalid JSON",
+           "erin": "none of the assignment's answer cells"}
+    recorded = recorded_students(out)
+    assert set(recorded["csv"]) == recorded["results"] == recorded["gradebook"] == set(why)
+    assert recorded["scores"] == {student: 0.0 for student in why}
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course_id="attention-course") as gradebook:
+        for student, words in why.items():
+            assert results[student].status == "error" and words in results[student].message
+            assert words in recorded["csv"][student]["message"]
+            submission = gradebook.find_submission(LMS_ASSIGNMENT, student)
+            assert float(submission.max_score) == max_score > 0
+            grades = [grade for notebook in submission.notebooks for grade in notebook.grades]
+            assert grades and all(g.auto_score == 0 and not g.needs_manual_grade for g in grades)
+            comments = [c.auto_comment for notebook in submission.notebooks for c in notebook.comments]
+            assert comments and all(c.startswith("Not graded: ") and words in c for c in comments), comments
+        exported = tmp_path / "export.csv"
+        CsvExportPlugin(to=str(exported)).export(gradebook)
+    with open(exported, newline="") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == set(why) and all(float(rows[s]["score"]) == 0 and rows[s]["max_score"] for s in why)

@@ -1,5 +1,5 @@
 # The grader's agent in a student's kernel: calls the student's code on the grader's
-# behalf and answers with values. Sent by autograder/judging/executor.py, which executes this
+# behalf and answers with values. Sent by autograder/judging/kernel_start.py, which executes this
 # file's text (after autograder/isolation/codec.py's) in the kernel before any student code; it
 # is never imported by the grader.
 #

@@ -106,7 +106,7 @@ def serve(control_fd, preload):
             pass
     import ipykernel.kernelapp  # noqa: F401
 
-    if "torch" in sys.modules:  # PyTorch's meta-device machinery (see executor.WARM_TORCH)
+    if "torch" in sys.modules:  # PyTorch's meta-device machinery (see judging/kernel_start.WARM_TORCH)
         torch = sys.modules["torch"]
         try:
             torch.nn.functional.linear(torch.empty(1, 1, device="meta"), torch.empty(1, 1, device="meta"))

@@ -32,13 +32,14 @@ c.Exchange.root = {exchange!r}
 
 
 # Autograding runs the notebook with autograder/judging/preprocessor.py instead of nbgrader's
-# Execute: the kernel in a sandbox, each test's outcome from the guard's signed verdict.
+# Execute (the kernel in a sandbox, the tests here) and saves each test's score from its
+# verdict (VerdictGrades) instead of reading it from the cell's outputs (SaveAutoGrades).
 GRADING_CONFIG = """
-from autograder.judging.preprocessor import SandboxedExecute
+from autograder.judging.preprocessor import SandboxedExecute, VerdictGrades
 from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+                                       VerdictGrades, AssignLatePenalties, CheckCellMetadata]
 c.GenerateFeedback.exporter_class = "autograder.reporting.feedback.FeedbackExporter"
 """
 # Its traits (FeedbackExporter.show_hidden_tests, render_timeout) are set by configure_feedback.

@@ -15,8 +15,8 @@ graded function, its *probes*: a few calls of that function on fixed inputs.
       same: [[id-a, id-b]]             # optional: wrong answers that are the same mistake here
 
 When a submission's function loses points, the grader runs its probes where the tests
-run (autograder/judging/referee.py): the calls reach the student's function in the sandboxed
-kernel exactly as a test's do, and only plain values come back. The catalogue's wrong
+run (autograder/judging/testing.py's probe_submission): the calls reach the student's
+function in the sandboxed kernel exactly as a test's do, and only plain values come back. The catalogue's wrong
 answers run the same probes here, on the trusted side, in a namespace made from the
 instructor's cells and the reference solutions (catalogue code is the instructor's: it
 never enters a student's kernel). The student's function *behaves like* a wrong answer
@@ -31,7 +31,6 @@ results/STUDENT.json keeps of an unknown mistake and what the class report
 """
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +47,14 @@ MAX_ELEMENTS = 4096  # numbers kept of one array; a larger one is kept as its su
 MAX_TEXT = 1000  # characters kept of a text
 VALUES = "__autograder_probe_values__"
 PROBES = "__autograder_probes__"
+
+DIAGNOSIS_FAILED = ("The diagnosis of the functions that lost points could not be made ({error}); "
+                    "the grade stands, and no known mistake is named.")
+
+
+def short_error(error):
+    """`Type: message`, at most 200 characters, for a note."""
+    return f"{type(error).__name__}: {error}"[:200]
 
 
 @dataclass(frozen=True)
@@ -332,43 +339,3 @@ def anonymized(code):
         return ast.unparse(tree)
     except Exception:  # SyntaxError, RecursionError, MemoryError...: nothing shown
         return UNREADABLE
-
-
-# -- the student's side: the probes run where the tests run ---------------------------------
-
-def probe_submission(execution, probes):
-    """After the notebook's cells: run the probes of each function that lost points (its
-    tests did not all pass) and whose tests did not crash or run out of time, through the
-    executor's kernel and referee as a test would. Returns grade_id -> encoded values.
-    Never changes a verdict; at most PROBE_SECONDS per function, within the notebook's time."""
-    from autograder.judging import executor, referee
-
-    failing = {}
-    for key, (section, _) in execution.sections.items():
-        if execution.report.verdicts.get(key, "not run") != "passed":
-            failing[section] = True
-    probed = {}
-    for function in [f for f in failing if f in probes and f not in execution.dead]:
-        if execution.stop or execution.kernel is None:
-            break
-        left = execution._left()
-        if left <= 1:
-            break
-        judge = execution.judge
-        namespace = judge.namespace
-        judge.namespace = dict(namespace)  # the probes' names stay out of the tests' namespace
-        began = time.monotonic()
-        try:
-            verdict, _, _ = executor.run_test(execution.kernel, execution.channel, judge,
-                                              probes[function].source(), f"probes-{function}",
-                                              min(PROBE_SECONDS, left), executor.Outputs({"left": 0}, 0))
-            if verdict == "passed":
-                probed[function] = encode_probed(judge.namespace.get(VALUES))
-        except (executor.KernelDied, referee.GradingStopped):
-            execution._close()  # a function that takes the kernel down is not probed further
-            break
-        finally:
-            judge.namespace = namespace
-            execution.usage["probe_seconds"] = execution.usage.get("probe_seconds", 0.0) + \
-                time.monotonic() - began
-    return probed

@@ -5,8 +5,11 @@ with the grader's rights, and trusts what the kernel reports. `SandboxedExecute`
 its place in `Autograde`'s preprocessors (see course_directory.py): the student's cells
 run in a sandboxed kernel, the test cells in this process against the student's
 functions (autograder/judging/referee.py), and a test cell's outputs end with an error exactly
-when it failed here. Everything else (restoring the instructor's cells, checksums,
-saving grades, feedback) stays nbgrader's.
+when it failed here. `VerdictGrades` takes the place of nbgrader's SaveAutoGrades: a
+test cell's score is the verdict reached here (all its points if it passed, none
+otherwise), never read from the cell's outputs, which hold what the student's code
+displayed. Everything else (restoring the instructor's cells, checksums, comments,
+feedback) stays nbgrader's.
 """
 
 import json
@@ -14,11 +17,14 @@ import os
 from pathlib import Path
 
 import nbformat
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader import utils
+from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 from traitlets import Bool, Float, Integer, Unicode
 
 from autograder.judging import diagnosis, executor
 from autograder.isolation import sandbox
+
+VERDICTS = "autograder_verdicts"  # resources key: test key -> "passed" | "failed" | "not run"
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -59,10 +65,31 @@ class SandboxedExecute(NbGraderPreprocessor):
             diagnosed = diagnosis.diagnose(assignment, reference, report.probed)
         except Exception as error:  # logged and noted; the grade stands
             self.log.warning("the diagnosis of %s failed: %r", name, error)
-            report.notes.append(executor.DIAGNOSIS_FAILED.format(error=executor.short_error(error)))
+            report.notes.append(diagnosis.DIAGNOSIS_FAILED.format(error=diagnosis.short_error(error)))
             diagnosed = {}
         if self.report_dir:
             Path(self.report_dir).mkdir(parents=True, exist_ok=True)
             (Path(self.report_dir) / f"{name}.json").write_text(json.dumps({**report.__dict__,
                                                                            "diagnosed": diagnosed}))
+        resources[VERDICTS] = dict(report.verdicts)
         return nb, resources
+
+
+class VerdictGrades(SaveAutoGrades):
+    """nbgrader's SaveAutoGrades, except that a test cell's score is its verdict
+    (SandboxedExecute's, in the resources): all its points if it passed, none if it
+    failed or did not run. nbgrader would read the cell's outputs (an execute_result as
+    partial credit, stderr as a failure); what the student's kernel sends never becomes
+    a score. Answer cells with points (manual grading) stay nbgrader's."""
+
+    def _add_score(self, cell, resources):
+        if cell.cell_type != "code" or utils.is_solution(cell):
+            return super()._add_score(cell, resources)
+        verdicts = resources.get(VERDICTS)
+        if verdicts is None:
+            raise RuntimeError("no verdicts to save: the notebook was not executed by SandboxedExecute")
+        meta = cell.metadata["nbgrader"]
+        grade = self.gradebook.find_grade(meta["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
+        grade.auto_score = float(meta["points"]) if verdicts.get(meta["grade_id"]) == "passed" else 0.0
+        grade.needs_manual_grade = grade.manual_score is not None
+        self.gradebook.db.commit()

@@ -89,11 +89,26 @@ class ClassGradebook:
                                                     cell_type=cell.cell_type, locked=cell.locked,
                                                     source=cell.source, checksum=cell.checksum)
 
-    def add_student(self, student):
+    def record_ungraded(self, student, message, timestamp=None):
+        """Replace the student's submission with one that could not be graded (refused for
+        its size, unreadable, none of the assignment's answers, or a grading that failed):
+        every test at 0 points, `message` the automatic comment of every answer cell, so
+        that nbgrader's export and formgrader show the student, the 0 and why. The
+        extension stays; `timestamp` (aware) is the time of submission, if known."""
+        session = self.gradebook.db
         try:
-            self.gradebook.update_or_create_student(student)
+            with session.no_autoflush:
+                assignment = session.query(Assignment).filter(Assignment.name == self.assignment).one()
+                grades, comments = {}, {}
+                for notebook in assignment.notebooks:
+                    for cell in list(notebook.grade_cells) + list(notebook.task_cells):
+                        grades[(notebook.name, cell.name)] = (0.0, None, None, False)
+                    for cell in list(notebook.solution_cells) + list(notebook.task_cells):
+                        comments[(notebook.name, cell.name)] = (f"Not graded: {message}", None)
+                self._replace(session, student, grades, comments, {}, naive_utc(timestamp))
+            session.commit()
         except Exception:
-            self.gradebook.db.rollback()
+            session.rollback()
             raise
 
     def recorded_score(self, student):

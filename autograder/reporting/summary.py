@@ -107,7 +107,7 @@ def is_stub(source):
     docstring, `pass` or `super().__init__()`)."""
     try:
         tree = ast.parse(str(source))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     defined = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     return bool(defined) and all(

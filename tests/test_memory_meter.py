@@ -7,17 +7,25 @@ cgroup rose during the call (sandbox.MemoryMeter), from outside the sandbox. The
 tests check the meter on a process in a sandbox, and grade an honest tiled answer (full
 marks), answers that build the full matrix or a block of queries against all the keys
 (they lose their memory test and nothing else), and one that also hides from tracemalloc
-(it gains nothing); and, without a sandbox, what the grader subtracts, and its fallback
-where no cgroup can be measured.
+(it gains nothing); the attacks on the meter itself (tests/attacks/efficient_attention.py,
+MEMORY_ATTACKS: memory handed back lazily so that the group sits at its limit, and twice
+the budget in float32 with the result in float64 or complex128) each lose their memory
+test and nothing else; and, without a sandbox, what the grader subtracts (sized from the
+reference's result, never from the student's), the second measurement it takes when the
+kernel took memory back during the first, and its fallback where no cgroup can be
+measured.
 """
 
 import shutil
+import subprocess
+import sys
 import types
 
 import nbformat
 import numpy as np
 import pytest
 
+from attacks.efficient_attention import _HAND_BACK_LAZILY, MEMORY_ATTACKS
 from autograder.judging import catalogue, referee
 from autograder.isolation import sandbox
 from conftest import Submissions, by_student, run_autograder, student_and_reference
@@ -50,6 +58,46 @@ def test_the_meter_sees_what_a_sandboxed_process_touches(megabytes):
     assert done.returncode == 0, done.stderr
     # Python itself takes some 10 MiB; the block comes on top of it.
     assert megabytes * MiB <= used <= (megabytes + 40) * MiB, used / MiB
+
+
+# A process that hands memory back lazily until its group is at its limit, then, at each
+# line it reads, allocates and touches 64 MiB (and frees them).
+LAZY_PROCESS = "import sys\nimport numpy as np\n" + _HAND_BACK_LAZILY + """
+print("ready", flush=True)
+while sys.stdin.readline().strip():
+    block = np.ones(2 ** 23)
+    print("done", flush=True)
+    del block
+"""
+
+
+@needs_sandbox
+def test_memory_handed_back_lazily_spoils_the_figure_until_the_kernel_takes_it_back():
+    isolation = cgroup_isolation()
+    with sandbox.Sandbox(isolation, sandbox.Limits(memory=512 * MiB), slot=0, name="lazy") as box:
+        process = box.popen([sys.executable, "-c", LAZY_PROCESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert process.stdout.readline() == b"ready\n"
+        meter = box.memory_meter()
+
+        def measured():
+            meter.start()
+            process.stdin.write(b"go\n")
+            process.stdin.flush()
+            assert process.stdout.readline() == b"done\n"
+            return meter.stop()
+
+        assert meter.usage() >= meter.limit - meter.margin  # the group sits at its limit
+        meter.reclaim = lambda: None  # as the meter measured before it took memory back first
+        hidden = measured()
+        assert hidden < 64 * MiB and meter.spoiled, (hidden / MiB, meter.spoiled)
+        del meter.reclaim
+        meter.reclaim()  # as the grader does before it measures again: the lazily freed memory goes
+        assert meter.usage() < meter.limit // 2
+        seen = measured()
+        process.stdin.write(b"\n")
+        process.stdin.flush()
+        process.wait(timeout=30)
+    assert 64 * MiB <= seen <= 96 * MiB and not meter.spoiled, (seen / MiB, meter.spoiled)
 
 
 def answer(identifier):
@@ -93,6 +141,8 @@ def test_only_the_memory_test_is_lost_and_hiding_gains_nothing(tmp_path):
         student, {**code, "tiled_attention_backward": answer("backward-row-chunks").code}))
     both = catalogue.fill(student, {**code, "tiled_attention": forward, "tiled_attention_backward": backward})
     batch.save("full_and_hidden", with_cell_after(both, "test_helpers", HIDE))
+    for name, (cells, _) in MEMORY_ATTACKS.items():
+        batch.save(name, catalogue.fill(student, {**code, **cells}))
     status, lines, log = run_autograder("grade", ASSIGNMENT, *batch.values(), "--out", tmp_path / "grading",
                                         "--no-progress")
     assert status == 0, log[-3000:]
@@ -112,18 +162,26 @@ def test_only_the_memory_test_is_lost_and_hiding_gains_nothing(tmp_path):
         results["full_and_hidden"]["messages"])
     for name in ("full_forward", "full_and_hidden"):
         assert "MiB beyond its inputs" in results[name]["messages"]["test_tiled_attention_memory"]
+    for name, (_, test) in MEMORY_ATTACKS.items():
+        assert lost(name) == [test], (name, results[name]["messages"])
 
 
 class _Answer(referee.Remote):
-    """A stand-in for the student's function whose call returns one float64 (1024, 64) array."""
+    """A stand-in for the student's function `f`, whose call returns one (1024, 64) array of
+    `dtype` (float64 unless the test says otherwise)."""
+
+    dtype = np.float64
 
     def _ask(self, op, args=(), kwargs=None, **fields):
-        return np.zeros((1024, 64))
+        return np.zeros((1024, 64), dtype=_Answer.dtype)
 
 
 class _Meter:
-    def __init__(self, used=0, fails=False):
-        self.used, self.fails = used, fails
+    """A meter whose figures are given: `used`, and `spoiled` for the first `spoiled_times` calls."""
+
+    def __init__(self, used=0, fails=False, spoiled_times=0):
+        self.used, self.fails, self.spoiled_times = used, fails, spoiled_times
+        self.spoiled, self.stops, self.reclaims = "", 0, 0
 
     def start(self):
         if self.fails:
@@ -131,22 +189,56 @@ class _Meter:
         return 0
 
     def stop(self):
+        self.stops += 1
+        self.spoiled = "the sandbox's memory reached its limit" if self.stops <= self.spoiled_times else ""
         return self.used
 
+    def reclaim(self):
+        self.reclaims += 1
 
-def _judge(meter):
+
+def _judge(meter, references=None):
     judge = referee.Referee.__new__(referee.Referee)
-    judge.channel = types.SimpleNamespace(memory_meter=meter, over_limits=[])
+    judge.channel = types.SimpleNamespace(memory_meter=meter, over_limits=[], references=references or {})
     judge.kernel_memory = lambda function, *args, **kwargs: ("measured in the kernel", None)
     return judge
 
 
 def test_the_grader_subtracts_the_copies_that_cross_and_nothing_else():
+    x = np.zeros((1024, 64))  # 0.5 MiB, sent twice (positional and keyword)
+    sent = 2 * x.nbytes
+    # Without a reference the result is the student's, and nothing is allowed for it.
     judge = _judge(_Meter(used=40 * MiB))
-    x = np.zeros((1024, 64))  # 0.5 MiB, as the result: each crosses as up to three copies
     used, result = judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), x, scale=x)
-    assert used == 40 * MiB - 3 * (3 * x.nbytes) and result.shape == (1024, 64)
+    assert used == 40 * MiB - 3 * sent and result.shape == (1024, 64)
+    # With one, three copies of each argument and of the reference's result.
+    judge = _judge(_Meter(used=40 * MiB), {"f": lambda x, scale: x + scale})
+    used, _ = judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), x, scale=x)
+    assert used == 40 * MiB - 3 * (sent + x.nbytes)
     assert judge.channel.over_limits == []
+
+
+def test_a_wider_result_than_the_reference_s_is_not_allowed_for(monkeypatch):
+    x = np.zeros((1024, 64))
+    figures = {}
+    for dtype in (np.float64, np.complex128, np.float32):
+        monkeypatch.setattr(_Answer, "dtype", dtype)
+        judge = _judge(_Meter(used=40 * MiB), {"f": lambda x: x.copy()})
+        figures[np.dtype(dtype).name], _ = judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), x)
+    assert figures["complex128"] == figures["float64"] == 40 * MiB - 3 * (x.nbytes + x.nbytes)
+    assert figures["float32"] == 40 * MiB - 3 * (x.nbytes + x.nbytes // 2)  # less crosses, less is allowed
+
+
+def test_a_spoiled_figure_is_taken_again_and_a_second_one_fails_the_test():
+    meter = _Meter(used=5 * MiB, spoiled_times=1)
+    judge = _judge(meter)
+    used, _ = judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), np.zeros(3))
+    assert (meter.stops, meter.reclaims, used) == (2, 1, 5 * MiB - 3 * 24)
+    meter = _Meter(used=0, spoiled_times=2)
+    judge = _judge(meter)
+    with pytest.raises(AssertionError, match="could not be measured: while it ran, the sandbox's memory reached"):
+        judge.memory_beyond_inputs(_Answer(judge.channel, name="f"), np.zeros(3))
+    assert (meter.stops, meter.reclaims) == (2, 1)
 
 
 @pytest.mark.parametrize("meter", [None, _Meter(fails=True)], ids=["no cgroup", "peak cannot be reset"])

@@ -526,15 +526,78 @@ class MemoryMeter:
     sandbox can neither reset it nor hide from it what any of its processes touches.
     `start()` resets the peak to the current usage and returns that usage; `stop()` returns
     how far the peak rose above it, in bytes. Raises OSError where the kernel cannot reset
-    the peak (cgroup v2 before Linux 6.12)."""
+    the peak (cgroup v2 before Linux 6.12).
+
+    The peak counts what the call takes only while the kernel takes nothing back from the
+    group. Pages the kernel may take back without a process freeing them (memory handed
+    back lazily with MADV_FREE, the page cache of files read or written) are reclaimed
+    when the group reaches its limit or the machine runs short, and what the
+    call allocates then takes their place instead of raising the peak: a notebook that
+    fills its group with them before the tests hides any allocation. So `start()` first
+    has the kernel reclaim what it can when the group is near its limit (`reclaim()`), and
+    `stop()` sets `spoiled` to what it saw, "" when nothing, if during the interval the
+    group came within `margin` of its limit, its reclaimable pages shrank, or the kernel
+    counted a charge over the limit or pages reclaimed. A spoiled figure says nothing about
+    the call: measure again after `reclaim()`, or give no figure."""
 
     def __init__(self, group):
         self.group = Path(group)
         self.v1 = (self.group / "memory.max_usage_in_bytes").exists()
-        self.before, self.fd = 0, None
+        self.before, self.fd, self.spoiled, self.signs = 0, None, "", {}
+        try:
+            limit = self._read("memory.limit_in_bytes" if self.v1 else "memory.max").strip()
+            self.limit = int(limit) if limit.isdigit() and int(limit) < 2 ** 60 else None
+        except OSError:
+            self.limit = None
+        # Within `margin` of its limit the group may be reclaiming: a sixteenth of the limit.
+        self.margin = self.limit // 16 if self.limit else 0
+        # The group's statistics lag by up to a batch of 64 pages per processor.
+        self.tolerance = max(4 * MiB, 2 * 64 * resource.getpagesize() * (os.cpu_count() or 1))
+
+    def _read(self, name):
+        return (self.group / name).read_text()
+
+    def usage(self):
+        """The group's memory now, in bytes."""
+        return int(self._read("memory.usage_in_bytes" if self.v1 else "memory.current"))
+
+    def _counts(self, name):
+        counts = {}
+        for line in self._read(name).splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip().isdigit():
+                counts[key] = int(value)
+        return counts
+
+    def _signs(self):
+        """What moves when the kernel takes pages back from the group: the counters of charges
+        over the limit and of pages reclaimed, and the bytes of pages it could reclaim."""
+        stat = self._counts("memory.stat")
+        signs = {"reclaimable": stat.get("active_file", 0) + stat.get("inactive_file", 0)}
+        if self.v1:
+            signs["charges over its limit"] = int(self._read("memory.failcnt"))
+        else:
+            signs["charges over its limit"] = self._counts("memory.events").get("max", 0)
+            signs["pages scanned or reclaimed"] = stat.get("pgscan", 0) + stat.get("pgsteal", 0)
+        return signs
+
+    def reclaim(self):
+        """Have the kernel take back what it can of the group's memory (page cache, pages
+        handed back lazily); what the processes hold stays. Errors are ignored: the next
+        measurement tells whether it was enough."""
+        try:
+            if self.v1:
+                self.group.joinpath("memory.force_empty").write_text("0")
+            else:
+                self.group.joinpath("memory.reclaim").write_text(str(self.usage()))
+        except OSError:
+            pass
 
     def start(self):
         self.close()
+        if self.limit and self.usage() >= self.limit - self.margin:
+            self.reclaim()
+        self.spoiled, self.signs = "", self._signs()
         if self.v1:
             # Writing to max_usage_in_bytes sets the peak to the current usage.
             (self.group / "memory.max_usage_in_bytes").write_text("0")
@@ -552,8 +615,19 @@ class MemoryMeter:
                 peak = int((self.group / "memory.max_usage_in_bytes").read_text())
             else:
                 peak = int(os.pread(self.fd, 64, 0))
+            signs = self._signs()
         finally:
             self.close()
+        seen = []
+        if self.limit and peak >= self.limit - self.margin:
+            seen.append(f"the sandbox's memory reached {peak / MiB:.0f} MiB of its {self.limit / MiB:.0f} MiB limit")
+        if signs["reclaimable"] < self.signs["reclaimable"] - self.tolerance:
+            seen.append(f"{(self.signs['reclaimable'] - signs['reclaimable']) / MiB:.0f} MiB of page cache or of "
+                        "memory handed back lazily was taken back")
+        for name in ("charges over its limit", "pages scanned or reclaimed"):
+            if signs.get(name, 0) > self.signs.get(name, 0):
+                seen.append(f"the kernel counted {signs[name] - self.signs[name]} {name}")
+        self.spoiled = "; ".join(seen)
         return max(0, peak - self.before)
 
     def close(self):

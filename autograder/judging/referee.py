@@ -391,6 +391,22 @@ def _array_bytes(value, depth=0):
     return 0
 
 
+def _copied(value):
+    """Copies of the arrays and tensors in `value` (nested tuples, lists, dicts), for a
+    reference that must not change the test's own."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if torch.is_tensor(value):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(_copied(item) for item in value)
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    return value
+
+
 def _memory_here(function, args, kwargs):
     """memory_beyond_inputs for a function of this process (the instructor's own)."""
     import tracemalloc
@@ -606,17 +622,24 @@ class Referee:
         changed += [k for k, value in kwargs.items() if _is_array(value) and not _same(value, keywords.get(k))]
         return result, changed
 
+    MEASUREMENTS = 2  # a call measured while the kernel took memory back is measured once more
+
     def memory_beyond_inputs(self, function, *args, **kwargs):
         """The grader's `memory_beyond_inputs(function, *args, **kwargs) -> (bytes, result)`:
         how far the sandbox's memory rose during the call, read from its cgroup outside the
-        sandbox (sandbox.MemoryMeter), less the copies of the arguments and of the result
-        that cross (see `crossing`). Student code cannot change that
-        figure, nor reset the counter. Without a cgroup, the notebook's own version runs
-        beside the student's code (tracemalloc there), and the report says so."""
+        sandbox (sandbox.MemoryMeter), less what the arguments and the result take while they
+        cross (`_crossing`, sized from what the test sends and what the reference returns).
+        Student code cannot change that figure, nor reset the counter. A figure taken while
+        the kernel took memory back from the sandbox (its limit reached, pages handed back
+        lazily reclaimed) says nothing: the call is measured again once the kernel has taken
+        back what it could, and if that figure is spoiled too, the test fails with what the
+        meter saw. Without a cgroup, the notebook's own version runs beside the student's
+        code (tracemalloc there), and the report says so."""
         if not isinstance(function, Remote):
             return _memory_here(function, args, kwargs)
         meter = self.channel.memory_meter
         if meter is not None:
+            returned = self._reference_bytes(function, args, kwargs)  # here, before the figure is taken
             try:
                 meter.start()
             except (OSError, ValueError):
@@ -627,14 +650,46 @@ class Referee:
             if note not in self.channel.over_limits:
                 self.channel.over_limits.append(note)
             return self.kernel_memory(function, *args, **kwargs)
-        try:
-            result = function._ask("call", args, kwargs)
-        finally:
-            used = meter.stop()
-        # Each array crosses as up to three copies at once in the kernel: the bytes of its
-        # message, the frame that holds them, and the array itself.
-        crossing = 3 * (_array_bytes(args) + _array_bytes(kwargs) + _array_bytes(result))
+        for attempt in range(self.MEASUREMENTS):
+            if attempt:
+                meter.reclaim()
+                meter.start()
+            try:
+                result = function._ask("call", args, kwargs)
+            finally:
+                used = meter.stop()
+            if not meter.spoiled:
+                break
+        else:
+            raise AssertionError(
+                f"The memory this call allocates could not be measured: while it ran, {meter.spoiled}, twice "
+                "(the second time after the grader had the kernel take back what it could). Memory handed back "
+                "lazily (MADV_FREE), the page cache of files, or a kernel that holds nearly all its memory "
+                "limit lets a call take memory without it showing: free memory for good, and keep the "
+                "kernel well below its limit.")
+        crossing = self._crossing(args, kwargs, min(returned, _array_bytes(result)))
         return max(0, used - crossing), result
+
+    def _reference_bytes(self, function, args, kwargs):
+        """The bytes of the arrays that the reference solution returns for these arguments (0
+        for a function without one): what the grader allows for the result, whatever the
+        student's code returns (a result in a wider dtype takes more memory, not less)."""
+        name = object.__getattribute__(function, "_name")
+        reference = self.channel.references.get(name) if type(name) is str else None
+        if reference is None:
+            return 0
+        try:
+            with quiet():
+                return _array_bytes(reference(*_copied(args), **_copied(kwargs)))
+        except Exception:
+            return 0
+
+    @staticmethod
+    def _crossing(args, kwargs, returned):
+        """What the arguments (`args`, `kwargs`) and a result of `returned` bytes may take in the
+        kernel while they cross: each array exists for a moment as a message, its frame and an
+        array there, three times its bytes (an upper bound, measured: book/for_instructors.md)."""
+        return 3 * (_array_bytes(args) + _array_bytes(kwargs) + returned)
 
     @staticmethod
     def record_calls(function):

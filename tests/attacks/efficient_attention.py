@@ -25,6 +25,18 @@ does not have is added once, to the lesson's one-query loop. The code is read fr
 files as they are now (`_definitions`, `_stored`), so that the attacks follow the
 material: `course_tiled` and `course_naive` stand for the PyTorch passes that
 `course/efficient.py` once held, and catch them if they come back.
+
+MEMORY_ATTACKS are answers with right values that break the memory rule and attack the
+grader's meter (graded in tests/test_memory_meter.py, each beside the reference; each
+must lose its function's memory test and nothing else). `lazily-freed-forward` and
+`lazily-freed-backward`: the catalogued full-matrix answers in a cell whose top-level
+code touches memory and hands it back with MADV_FREE until the kernel starts taking it
+back, so that the sandbox's cgroup sits at its limit and an allocation takes those
+pages instead of raising the peak (and again after each call at the memory tests'
+sizes). `float32-forward` and `float32-backward`: one and a half times the budget at
+n = 2048 in float32 (the allowance for what crosses hid it when those tests used
+d = 64). `float32-wide-forward` and `float32-wide-backward`: the same, returning
+complex128, twice the bytes that the allowance was once sized from.
 """
 
 import ast
@@ -361,4 +373,150 @@ def tiled_attention_backward(Q, K, V, output, lse, grad_output, block_size=64, c
     return tuple(g.numpy() for g in torch.autograd.grad(out, (q, k, v), upstream))
 """,
     },
+}
+
+
+# -- attacks on the memory meter ------------------------------------------------------------
+
+def _catalogued(identifier):
+    """The code of a catalogued answer (autograder/catalogues/efficient_attention.yml)."""
+    import yaml
+
+    entries = yaml.safe_load((REPO / "autograder/catalogues/efficient_attention.yml").read_text())["answers"]
+    return next(entry["code"] for entry in entries if entry.get("id") == identifier)
+
+
+# Memory touched and handed back lazily (MADV_FREE), chunk by chunk, until the kernel starts
+# taking it back (mincore sees the first chunk gone): the sandbox's memory group is then
+# at its limit, and what a later call allocates is taken from these pages instead of
+# raising the group's peak. Top-level code of the answer's cell, run once before its
+# tests; `_AT_THE_LIMIT_AGAIN` (after the answer) does it again at the end of each call
+# at the memory tests' sizes (n_q * n_k >= 2**20), for the next one.
+_HAND_BACK_LAZILY = """
+import ctypes
+import mmap
+
+def _hand_back_lazily(area=None, span=8 << 30, chunk=32 << 20):
+    if area is None:
+        area = mmap.mmap(-1, span, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)  # MAP_NORESERVE
+    pages = np.frombuffer(area, dtype=np.uint8)
+    libc = ctypes.CDLL(None)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    resident = ctypes.c_ubyte()
+    for start in range(0, span, chunk):
+        pages[start:start + chunk:4096] = 1
+        area.madvise(mmap.MADV_FREE, start, chunk)
+        libc.mincore(pages.ctypes.data, 4096, ctypes.byref(resident))
+        if not resident.value & 1:  # the kernel took the first chunk back: the group is at its limit
+            break
+    return area
+
+_handed_back = _hand_back_lazily()
+"""
+
+_AT_THE_LIMIT_AGAIN = """
+
+_answer = {name}
+
+def {name}(Q, K, *args, **kwargs):
+    result = _answer(Q, K, *args, **kwargs)
+    if np.shape(Q)[-2] * np.shape(K)[-2] >= 2 ** 20:
+        _hand_back_lazily(_handed_back)
+    return result
+"""
+
+# More than the rule allows at n = 2048, in float32: 1536 queries against all the keys in
+# the forward pass (12 MiB, one and a half times the budget of 8), 768 in the backward pass
+# (two matrices, weights and dS: 12 MiB); and less than the rule allows with 16384 keys
+# (16 queries against all the keys, 1 MiB, or 8 for the two matrices of the backward pass;
+# the budget is 2 MiB). The catalogued float64 full matrix below the memory tests' sizes
+# (n_q * n_k < 2**20), so that every other test passes. WIDE is the dtype of the result
+# at those sizes: float64, or complex128, which doubles the bytes of what is returned.
+_FLOAT32_FORWARD = """
+def tiled_attention(Q, K, V, block_size=64, causal=False):
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    scale = 1.0 / math.sqrt(Q.shape[-1])
+    if n_q * n_k < 2 ** 20:
+        Q, K, V = (np.concatenate([X[..., a:a + block_size, :] for a in range(0, X.shape[-2], block_size)],
+                                  axis=-2) for X in (Q, K, V))
+        scores = Q @ np.swapaxes(K, -1, -2) * scale
+        if causal:
+            scores = np.where(np.tri(*scores.shape[-2:], dtype=bool), scores, -np.inf)
+        top = scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores - top)
+        total = weights.sum(axis=-1, keepdims=True)
+        return (weights / total) @ V, (top + np.log(total))[..., 0]
+    rows = n_q * 3 // 4 if n_k <= 4096 else 16
+    keys, values = K.astype(np.float32), V.astype(np.float32)
+    output, lse = np.empty(Q.shape[:-1] + V.shape[-1:], dtype=WIDE), np.empty(Q.shape[:-1], dtype=WIDE)
+    for qs in range(0, n_q, rows):
+        s = Q[..., qs:qs + rows, :].astype(np.float32) @ np.swapaxes(keys, -1, -2)
+        s *= np.float32(scale)
+        if causal:
+            s[..., ~np.tri(s.shape[-2], n_k, qs, dtype=bool)] = -np.inf
+        top = s.max(axis=-1, keepdims=True)
+        s -= top
+        np.exp(s, out=s)
+        total = s.sum(axis=-1, keepdims=True)
+        s /= total
+        output[..., qs:qs + rows, :] = s @ values
+        lse[..., qs:qs + rows] = (top + np.log(total))[..., 0]
+    return output, lse
+"""
+
+_FLOAT32_BACKWARD = """
+def tiled_attention_backward(Q, K, V, output, lse, grad_output, block_size=64, causal=False):
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    scale = 1.0 / math.sqrt(Q.shape[-1])
+    if n_q * n_k < 2 ** 20:
+        Q, K, V = (np.concatenate([X[..., a:a + block_size, :] for a in range(0, X.shape[-2], block_size)],
+                                  axis=-2) for X in (Q, K, V))
+        scores = Q @ np.swapaxes(K, -1, -2) * scale
+        if causal:
+            scores = np.where(np.tri(*scores.shape[-2:], dtype=bool), scores, -np.inf)
+        a = np.exp(scores - lse[..., None])
+        ds = a * (grad_output @ np.swapaxes(V, -1, -2) - np.sum(grad_output * output, axis=-1)[..., None])
+        return scale * ds @ K, scale * np.swapaxes(ds, -1, -2) @ Q, np.swapaxes(a, -1, -2) @ grad_output
+    rows = n_q * 3 // 8 if n_k <= 4096 else 8
+    keys, values = K.astype(np.float32), V.astype(np.float32)
+    D = np.sum(grad_output * output, axis=-1).astype(np.float32)
+    dQ, dK, dV = np.zeros(Q.shape, dtype=WIDE), np.zeros(K.shape, dtype=WIDE), np.zeros(V.shape, dtype=WIDE)
+    for qs in range(0, n_q, rows):
+        q = Q[..., qs:qs + rows, :].astype(np.float32)
+        do = grad_output[..., qs:qs + rows, :].astype(np.float32)
+        a = q @ np.swapaxes(keys, -1, -2)
+        a *= np.float32(scale)
+        a -= lse[..., qs:qs + rows, None].astype(np.float32)
+        if causal:
+            a[..., ~np.tri(a.shape[-2], n_k, qs, dtype=bool)] = -np.inf
+        np.exp(a, out=a)
+        dV += np.swapaxes(a, -1, -2) @ do
+        ds = do @ np.swapaxes(values, -1, -2)
+        ds -= D[..., qs:qs + rows, None]
+        ds *= a
+        dQ[..., qs:qs + rows, :] = scale * (ds @ keys)
+        dK += scale * (np.swapaxes(ds, -1, -2) @ q)
+    return dQ, dK, dV
+"""
+
+# {attack: ({graded name: the code of its cell}, the one test it must lose)}: answers that
+# break the memory rule, each of which must lose its memory test and nothing else.
+MEMORY_ATTACKS = {
+    # The catalogued full-matrix answers, with memory handed back lazily before each call.
+    "lazily-freed-forward": (
+        {"tiled_attention": _HAND_BACK_LAZILY + _catalogued("tiled-full-matrix")
+         + _AT_THE_LIMIT_AGAIN.format(name="tiled_attention")}, "test_tiled_attention_memory"),
+    "lazily-freed-backward": (
+        {"tiled_attention_backward": _HAND_BACK_LAZILY + _catalogued("backward-full-matrix")
+         + _AT_THE_LIMIT_AGAIN.format(name="tiled_attention_backward")}, "test_tiled_attention_backward_memory"),
+    # Over the budget in float32, with the result in float64 (what the contract asks)...
+    "float32-forward": ({"tiled_attention": "WIDE = np.float64\n" + _FLOAT32_FORWARD},
+                        "test_tiled_attention_memory"),
+    "float32-backward": ({"tiled_attention_backward": "WIDE = np.float64\n" + _FLOAT32_BACKWARD},
+                         "test_tiled_attention_backward_memory"),
+    # ... and in complex128, twice the bytes of what is returned.
+    "float32-wide-forward": ({"tiled_attention": "WIDE = np.complex128\n" + _FLOAT32_FORWARD},
+                             "test_tiled_attention_memory"),
+    "float32-wide-backward": ({"tiled_attention_backward": "WIDE = np.complex128\n" + _FLOAT32_BACKWARD},
+                              "test_tiled_attention_backward_memory"),
 }

@@ -19,7 +19,9 @@ is the mean of three seeds (weights and batches; one split), at least 98%, besid
 the nearest-neighbour, RBF-SVM and logistic-regression classifiers on the same
 split; the character language model must reach at most 0.95 times the bits per
 character of the best interpolated Kneser-Ney n-gram model up to order 5, counted
-on the same training text and scored on the same held-out characters.
+on the same training text and scored on the same held-out characters, and so must
+the same model on byte-pair-encoding tokens (a tokenizer of BPE_VOCABULARY tokens
+trained on the training text), scored per character on the same characters.
 
 Training uses one CPU thread. On a machine whose two cores are shared with other
 work, two PyTorch threads wait for each other: a translation step measured 0.13 s on
@@ -54,6 +56,7 @@ def translation_target():
 
 VISION_SEEDS = (0, 1, 2)
 N_GRAM_ORDERS = (1, 2, 3, 4, 5)
+BPE_VOCABULARY = 1024  # the vocabulary of subword_experiment.py's best run
 
 
 def vision_targets():
@@ -88,6 +91,9 @@ def language_model_targets():
                                corpus=corpus)
     bits = run["bits"]
     reached = f"{bits:.3f} bits/char"
+    subwords = language_model.SubwordCorpus(corpus, BPE_VOCABULARY)
+    bpe = language_model.train(budget_s=BUDGET_S, threads=THREADS,
+                               corpus=subwords)
     return [
         Target("char LM on stdlib docstrings, held-out", run["parameters"],
                run["history"].seconds, reached,
@@ -96,6 +102,11 @@ def language_model_targets():
                run["history"].seconds,
                f"{reached} = {bits / best:.3f} x",
                f"<= 0.95 x {best:.3f} = {0.95 * best:.3f}", bits <= 0.95 * best),
+        Target(f"BPE LM ({BPE_VOCABULARY} tokens), same characters",
+               bpe["parameters"], bpe["history"].seconds,
+               f"{bpe['bits']:.3f} bits/char = {bpe['bits'] / best:.3f} x",
+               f"<= 0.95 x {best:.3f} = {0.95 * best:.3f}",
+               bpe["bits"] <= 0.95 * best),
         Target(f"  baseline: Kneser-Ney {best_order}-gram, same characters",
                None, n_gram_seconds, f"{best:.3f} bits/char", "(baseline)",
                None),

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from course.applications import language_model, question_answering, translation, vision
+from course.applications import classification, language_model, question_answering, translation, vision
 from course.applications.attention_maps import decoder_cross_attention, encoder_attention
 from course.applications.training import Experiment, fit
 
@@ -260,6 +260,29 @@ def test_exact_match_compares_the_answer_words():
     assert question_answering.exact_match(wrong, data, CPU)[0] == 0.0
 
 
+def test_translation_recurrent_baseline_reads_the_sentence_last():
+    """Chapter 1's GRU baseline: padding moved in front, so the last state follows <eos>."""
+    source = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0], [3, 4, 5, 2]])
+    assert translation.padded_in_front(source).tolist() == [[0, 5, 6, 2], [0, 0, 7, 2], [3, 4, 5, 2]]
+    for attention in (False, True):
+        run = translation.train_recurrent(attention, steps=3, batch=8, progress=False,
+                                          embed_size=8, hidden_size=16)
+        assert len(run["history"].losses) == 3 and 0.0 <= run["accuracy"] <= 1.0
+
+
+def test_question_answering_positions_start_at_the_word_scale():
+    """Added position vectors start with the squared norm of a word vector (d_model)."""
+    torch.manual_seed(0)
+    world = question_answering.World(seed=0)
+    for positions in ("learned", "sinusoidal"):
+        reader = question_answering.SpanReader(len(world.words), positions=positions)
+        table = reader.table.detach()
+        assert abs(table.pow(2).sum(1).mean().item() / 64 - 1) < 0.1
+        assert (positions == "learned") == any(p is reader.table for p in reader.parameters())
+    small = question_answering.SpanReader(len(world.words), positions="learned", position_scale=0.02)
+    assert small.table.detach().pow(2).sum(1).mean().item() < 0.1
+
+
 def test_experiment_forces_the_cpu_and_records_how_the_run_went(tmp_path, monkeypatch):
     monkeypatch.delenv("COURSE_FORCE_CPU", raising=False)
     experiment = Experiment(tmp_path / "results.json")
@@ -275,3 +298,74 @@ def test_vision_baselines_score_the_same_split():
     baselines = vision.baselines(split_seed=0)
     assert set(baselines) == {"1-nearest neighbour", "RBF SVM", "logistic regression"}
     assert all(0.9 < accuracy <= 1.0 for accuracy in baselines.values())
+
+
+def test_subword_corpus_decodes_to_the_text_and_scores_the_same_characters():
+    """BPE tokens join back into the text; bits per character divide by characters."""
+    corpus = language_model.Corpus()
+    subwords = language_model.SubwordCorpus(corpus, vocabulary=300)
+    assert subwords.vocabulary == 300
+    assert subwords.decode(subwords.train) == corpus.train_text
+    assert len(subwords.test) < 0.7 * len(corpus.test)  # merges shorten the text
+    # every character is a token of its own, so nothing held out is unknown
+    assert all(c in subwords.pieces for c in corpus.characters)
+    first = len(subwords.pieces[int(subwords.test[0])])
+    assert subwords.scored_characters == len(corpus.test_text) - first
+    torch.manual_seed(0)
+    model = language_model.CharTransformer(subwords.vocabulary, d_model=16, n_layers=1, context=16)
+    text = subwords.test[:200]
+    nats, count = language_model.scored_nats(model, text, CPU, stride=4)
+    assert count == len(text) - 1
+    assert abs(nats / count / math.log(2) - language_model.bits_per_character(model, text, CPU, stride=4)) < 1e-9
+    result = language_model.train(steps=2, batch=4, progress=False, device=CPU, corpus=subwords,
+                                  d_model=16, n_layers=1, context=16, stride=16)
+    nats, _ = language_model.scored_nats(result["model"], subwords.test, CPU, stride=16)
+    assert abs(result["bits"] - nats / math.log(2) / subwords.scored_characters) < 1e-9
+
+
+def test_vision_mean_pooling_and_smaller_training_sets():
+    """Mean pooling has no class token and averages the patches; subsets are stratified."""
+    model = vision.DigitViT(d_model=32, d_ff=32, pooling="mean").eval()
+    images = vision.make_data(seed=0)[1].images[:3]
+    tokens = model.tokens(images)
+    assert tokens.shape == (3, 16, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model.classify(model.encoder(tokens).mean(dim=1)), model(images))
+    with pytest.raises(ValueError):
+        vision.DigitViT(pooling="max")
+    small, test = vision.make_data(seed=0, train_size=100, subset_seed=1)
+    assert len(small.labels) == 100 and torch.bincount(small.labels).tolist() == [10] * 10
+    full, same_test = vision.make_data(seed=0)
+    assert torch.equal(test.labels, same_test.labels)
+    # the sample is drawn from the training split only
+    full_set = {tuple(x.flatten().tolist()) for x in full.images}
+    assert all(tuple(x.flatten().tolist()) in full_set for x in small.images)
+    result = vision.train(steps=2, batch=16, progress=False, device=CPU, d_model=32, d_ff=32,
+                          seed=1, split_seed=0, train_size=50, pooling="mean")
+    assert len(result["train"].labels) == 50 and len(result["test"].labels) == 360
+
+
+def test_classification_split_and_bag_of_words():
+    """Labels are packages; no held-out docstring shares a 64-character span with training."""
+    train, test, names = classification.make_data()
+    assert names == list(classification.PACKAGES)
+    assert len(train) > 150 and len(test) > 80
+    assert set(y for _, y in train) == set(y for _, y in test) == set(range(len(names)))
+    seen = language_model.spans("\n\n".join(t for t, _ in train))
+    assert not any(language_model.spans(t) & seen for t, _ in test)
+    accuracy = classification.bag_of_words(train, test)
+    assert 1 / len(names) < accuracy <= 1.0
+
+
+def test_classification_fine_tuning_runs_and_scratch_weights_are_random():
+    """One step on eight docstrings; the random encoder has MiniLM's shapes, not its weights."""
+    train, test, names = classification.make_data()
+    result = classification.fine_tune(train[:8], test[:4], len(names), epochs=1, batch=8)
+    assert result["steps"] == 1 and math.isfinite(result["losses"][0])
+    assert len(result["predicted"]) == 4
+    pretrained = classification.load_encoder(True).state_dict()
+    scratch = classification.load_encoder(False).state_dict()
+    assert pretrained.keys() == scratch.keys()
+    key = "encoder.layer.0.attention.self.query.weight"
+    assert pretrained[key].shape == scratch[key].shape
+    assert not torch.allclose(pretrained[key], scratch[key])

@@ -9,6 +9,10 @@ the same code.
 * :mod:`course.applications.training`: the shared loop (seeds, timing, progress bar).
 * :mod:`course.applications.translation`: English number words to Spanish ones.
 * :mod:`course.applications.vision`: a Vision Transformer on scikit-learn's digits.
-* :mod:`course.applications.language_model`: a character-level causal model.
+* :mod:`course.applications.language_model`: a causal model on characters or on
+  byte-pair-encoding tokens.
+* :mod:`course.applications.classification`: docstrings classified by package,
+  with the pretrained MiniLM fine-tuned, the same model from scratch, and
+  baselines.
 * :mod:`course.applications.attention_maps`: reading the weights of PyTorch's layers.
 """

@@ -20,6 +20,11 @@ held-out character but the first (sliding windows, so that each is predicted wit
 nearly a full context), against counting models of the training text on the same
 characters: unigram, bigram, and interpolated Kneser-Ney n-grams (Kneser and Ney,
 1995; Chen and Goodman, 1999).
+
+The same model also reads byte-pair-encoding tokens (Sennrich et al., 2016) of a
+tokenizer trained on the training text (`SubwordCorpus`); it is then scored on the
+same held-out characters, its summed bits over the tokens divided by the number
+of characters they cover.
 """
 
 import importlib
@@ -144,12 +149,68 @@ class Corpus:
         self.ids = {c: i for i, c in enumerate(self.characters)}
         self.train = self.encode(self.train_text)
         self.test = self.encode(self.test_text)
+        self.vocabulary = len(self.characters)
+        # the characters every model is scored on: all held-out ones but the first
+        self.scored_characters = len(self.test_text) - 1
 
     def encode(self, text):
         return torch.tensor([self.ids[c] for c in text])
 
     def decode(self, ids):
         return "".join(self.characters[int(i)] for i in ids)
+
+
+# GPT-2's split of text into pieces that merges may not cross (without its English
+# contractions): a word with the space before it, a number, a run of punctuation,
+# a run of white space. The pieces are substrings, so joining them gives the text.
+PIECES = r" ?[A-Za-z]+| ?[0-9]+| ?[^A-Za-z0-9\s]+|\s+(?!\S)|\s+"
+
+
+def train_bpe(text, vocabulary, alphabet):
+    """A byte-pair-encoding tokenizer (the `tokenizers` package) trained on `text`.
+
+    Every character of `alphabet` is a token of its own; merges of the most
+    frequent adjacent pair then add tokens until there are `vocabulary`, never
+    across the pieces of PIECES. Tokens are substrings of the text, so decoding
+    is joining them.
+    """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(PIECES), "isolated")
+    trainer = trainers.BpeTrainer(vocab_size=vocabulary, initial_alphabet=list(
+        alphabet), limit_alphabet=len(alphabet), show_progress=False)
+    tokenizer.train_from_iterator([text], trainer)
+    return tokenizer
+
+
+class SubwordCorpus:
+    """The text of a :class:`Corpus` as byte-pair-encoding tokens.
+
+    The same split as `characters`; the tokenizer is trained on the training text
+    alone. `scored_characters` counts the held-out characters that the tokens
+    after the first one cover: a model's bits per character are its summed bits
+    on those tokens divided by that count.
+    """
+
+    def __init__(self, characters, vocabulary=512):
+        self.characters = characters
+        self.tokenizer = train_bpe(characters.train_text, vocabulary,
+                                   characters.characters)
+        self.vocabulary = self.tokenizer.get_vocab_size()
+        self.pieces = [self.tokenizer.id_to_token(i)
+                       for i in range(self.vocabulary)]
+        self.train = self.encode(characters.train_text)
+        self.test = self.encode(characters.test_text)
+        assert self.decode(self.test) == characters.test_text
+        first = len(self.pieces[int(self.test[0])])
+        self.scored_characters = len(characters.test_text) - first
+
+    def encode(self, text):
+        return torch.tensor(self.tokenizer.encode(text).ids)
+
+    def decode(self, ids):
+        return "".join(self.pieces[int(i)] for i in ids)
 
 
 def unigram_and_bigram_bits(corpus):
@@ -309,11 +370,11 @@ def random_windows(text, n, length, generator):
 
 
 @torch.no_grad()
-def bits_per_character(model, text, device, stride=8, batch=256):
-    """Mean loss in bits over every character of `text` but the first.
+def scored_nats(model, text, device, stride=8, batch=256):
+    """(nats, count): the summed loss over every token of `text` but the first.
 
     Windows of the model's context slide by `stride`: the first window scores all
-    its positions, each later one only its last `stride`, so that every character
+    its positions, each later one only its last `stride`, so that every token
     after the first window is predicted from at least `context - stride` before it.
     """
     c = model.context
@@ -338,16 +399,28 @@ def bits_per_character(model, text, device, stride=8, batch=256):
                 count += c - first
                 scored = s + c + 1
     assert count == len(text) - 1
+    return nats, count
+
+
+def bits_per_character(model, text, device, stride=8, batch=256):
+    """Mean loss in bits over every character of `text` but the first (see
+    `scored_nats` for the sliding windows)."""
+    nats, count = scored_nats(model, text, device, stride, batch)
     return nats / count / math.log(2)
 
 
 def train(steps=1400, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
           device=None, threads=None, corpus=None, stride=8, **model_options):
-    """Train a CharTransformer; return a dict with model, corpus, history, quality."""
+    """Train a CharTransformer; return a dict with model, corpus, history, quality.
+
+    `corpus` is a :class:`Corpus` (characters) or a :class:`SubwordCorpus` (BPE
+    tokens); either way `bits` is the held-out loss in bits per character, the
+    summed bits of every held-out token but the first divided by the characters
+    those tokens cover."""
     device = device or select_device()
     seed_everything(seed)
     corpus = corpus or Corpus()
-    model = CharTransformer(len(corpus.characters), **model_options).to(device)
+    model = CharTransformer(corpus.vocabulary, **model_options).to(device)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = warmup_cosine(optimiser, warmup=min(100, steps // 10),
                              total=steps)
@@ -364,7 +437,7 @@ def train(steps=1400, batch=32, lr=3e-3, seed=0, budget_s=None, progress=True,
     # a module is built in training mode: dropout acts from the first step
     history = fit(step, steps, budget_s, "language model", progress, device,
                   threads)
+    nats, _ = scored_nats(model, corpus.test, device, stride)
     return dict(model=model, corpus=corpus, history=history,
-                bits=bits_per_character(model, corpus.test, device,
-                                        stride),
+                bits=nats / math.log(2) / corpus.scored_characters,
                 parameters=count_parameters(model), device=device)

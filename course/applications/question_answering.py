@@ -24,8 +24,13 @@ place of its recurrent ones:
 
 Which fact belongs to which name is a question of word order, so the reader needs
 positions: ``positions="rotary"`` turns queries and keys by their position (RoPE, Su et
-al., 2021, chapter 5), ``"learned"`` adds a learned vector per absolute position, and
-``"none"`` leaves the encoder a bag of words. ``nn.TransformerEncoderLayer`` has no
+al., 2021, chapter 5), ``"learned"`` adds a learned vector per absolute position,
+``"sinusoidal"`` adds the fixed sines and cosines of chapter 5, and ``"none"`` leaves
+the encoder a bag of words. The added vectors start at the scale of the word
+embeddings (``nn.Embedding`` draws N(0, 1) entries, a vector of squared norm about
+d_model): the learned table is drawn N(0, ``position_scale`` ** 2) with
+``position_scale=1.0``, and the sinusoidal table, whose rows have squared norm d_model
+/ 2, is multiplied by sqrt(2). ``nn.TransformerEncoderLayer`` has no
 place to turn queries and keys, so the layers here are written out, on PyTorch's
 ``F.scaled_dot_product_attention``.
 
@@ -45,7 +50,7 @@ from course.applications.training import (count_parameters, descend,
                                           evaluating, fit, seed_everything,
                                           warmup_cosine)
 from course.device import select_device
-from course.positional import rope_half_split
+from course.positional import rope_half_split, sinusoid_table
 
 SYLLABLES = ("ka ri mo ta len vor is an del sa pe lu nor ti bra gen ol "
              "ma fi ro").split()
@@ -218,15 +223,24 @@ class SpanReader(nn.Module):
     """Encode question and passage; point at the answer's first and last word."""
 
     def __init__(self, vocabulary, d_model=64, n_heads=4, n_layers=2,
-                 positions="rotary", flags=True, max_length=96):
+                 positions="rotary", flags=True, max_length=96,
+                 position_scale=1.0):
         super().__init__()
-        if positions not in ("rotary", "learned", "none"):
-            raise ValueError(f"positions must be rotary, learned or none, not {positions!r}")
+        if positions not in ("rotary", "learned", "sinusoidal", "none"):
+            raise ValueError("positions must be rotary, learned, sinusoidal or "
+                             f"none, not {positions!r}")
         self.positions = positions
         self.embedding = nn.Embedding(vocabulary, d_model)
         self.flag = nn.Embedding(2, d_model) if flags else None
-        self.table = (nn.Parameter(0.02 * torch.randn(max_length, d_model))
-                      if positions == "learned" else None)
+        # an added position vector starts at the word embeddings' scale
+        if positions == "learned":
+            self.table = nn.Parameter(position_scale
+                                      * torch.randn(max_length, d_model))
+        elif positions == "sinusoidal":  # fixed: a buffer, not a parameter
+            self.register_buffer("table", math.sqrt(2)
+                                 * sinusoid_table(max_length, d_model))
+        else:
+            self.table = None
         self.layers = nn.ModuleList(
             ReaderLayer(d_model, n_heads, rotary=positions == "rotary")
             for _ in range(n_layers))

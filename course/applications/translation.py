@@ -8,10 +8,12 @@ spaces, so that both vocabularies have a few dozen entries and a sentence a hand
 tokens. The model is an encoder-decoder built from PyTorch's ``nn.TransformerEncoder``
 and ``nn.TransformerDecoder`` with learned positions, trained with teacher forcing and
 evaluated by greedy decoding on the held-out numbers (exact match of the whole
-sentence).
+sentence). ``train_recurrent`` trains chapter 1's GRU encoder-decoder on the same
+split, with or without attention, as a baseline.
 """
 
 import re
+import time
 from dataclasses import dataclass
 
 import torch
@@ -183,8 +185,15 @@ def exact_match(model, data, target_vocab, device, batch=1000):
 
 def train(steps=400, batch=128, lr=2e-3, seed=0, budget_s=None,
           progress=True, device=None, threads=None, level="word",
-          **model_options):
-    """Train a Translator; return a dict with the model, data and history."""
+          evaluate=True, checkpoints=None, **model_options):
+    """Train a Translator; return a dict with the model, data and history.
+
+    The learning rate warms up over a tenth of `steps` (at most 200) and decays
+    over all of them: a run cut short by `budget_s` leaves its schedule unfinished,
+    so a run that must fit a time gets the steps that fit it (`seconds_per_step`).
+    `evaluate=False` skips the held-out exact match at the end. `checkpoints=(every,
+    n)` also measures exact match on the first n held-out numbers every `every`
+    steps, outside the training time, into the result's "checkpoints"."""
     device = device or select_device()
     seed_everything(seed)
     train_data, test_data, source_vocab, target_vocab = make_data(
@@ -194,13 +203,27 @@ def train(steps=400, batch=128, lr=2e-3, seed=0, budget_s=None,
     model = Translator(len(source_vocab), len(target_vocab),
                        **model_options).to(device)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = warmup_cosine(optimiser, warmup=min(200, steps // 10),
-                             total=steps)
+    warmup = min(200, steps // 10)
+    schedule = warmup_cosine(optimiser, warmup=warmup, total=steps)
     generator = torch.Generator().manual_seed(seed)
     source_all = train_data.source.to(device)
     target_all = train_data.target.to(device)
 
-    def step(_):
+    measured, evaluation_seconds = [], [0.0]
+
+    def checkpoint(i):
+        """Exact match on a slice of the held-out numbers, its time not counted."""
+        start = time.perf_counter()
+        every, n = checkpoints
+        part = Data(test_data.numbers[:n], test_data.source[:n],
+                    test_data.target[:n])
+        measured.append((i, round(exact_match(model, part, target_vocab,
+                                              device)[0], 4)))
+        evaluation_seconds[0] += time.perf_counter() - start
+
+    def step(i):
+        if checkpoints and i and i % checkpoints[0] == 0:
+            checkpoint(i)
         rows = torch.randint(len(source_all), (batch,), generator=generator)
         rows = rows.to(device)
         source, target = source_all[rows], target_all[rows]
@@ -210,10 +233,80 @@ def train(steps=400, batch=128, lr=2e-3, seed=0, budget_s=None,
         return descend(loss, optimiser, schedule)
 
     # a module is built in training mode: dropout acts from the first step
-    history = fit(step, steps, budget_s, "translation", progress, device,
-                  threads)
-    accuracy, predictions = exact_match(model, test_data, target_vocab, device)
+    history = fit(step, steps, budget_s, f"translation ({level} tokens)",
+                  progress, device, threads)
+    history.seconds -= evaluation_seconds[0]
+    if checkpoints:
+        checkpoint(history.steps)
+    accuracy, predictions = (exact_match(model, test_data, target_vocab, device)
+                             if evaluate else (None, None))
     return dict(model=model, history=history, accuracy=accuracy,
                 predictions=predictions, train=train_data, test=test_data,
                 source_vocab=source_vocab, target_vocab=target_vocab,
-                parameters=count_parameters(model), device=device)
+                parameters=count_parameters(model), device=device,
+                checkpoints=measured, warmup=warmup)
+
+
+def seconds_per_step(steps=12, level="word", threads=1, **options):
+    """The mean training time of a step over a short run of `steps` steps."""
+    run = train(steps=steps, level=level, threads=threads, progress=False,
+                evaluate=False, **options)
+    return run["history"].seconds / run["history"].steps
+
+
+def padded_in_front(source):
+    """The same rows with their padding moved to the front: a recurrent encoder
+    then ends on <eos>, so that its last state follows the whole sentence."""
+    length = (source != 0).sum(1, keepdim=True)  # (N, 1)
+    n = source.shape[1]
+    shift = (torch.arange(n) - (n - length)) % n  # (N, n): where each slot reads
+    return source.gather(1, shift)
+
+
+def train_recurrent(attention, steps=2000, batch=128, lr=3e-3, seed=0,
+                    embed_size=128, hidden_size=256, progress=True,
+                    threads=None, clip=1.0):
+    """Chapter 1's GRU encoder-decoder (`course.seq2seq.Seq2Seq`) on the same
+    split and word tokens: with `attention=False` the decoder reads the source
+    only through the encoder's last state. The same AdamW and schedule as the
+    Transformer, with chapter 1's gradient clipping; runs on the CPU. Returns a
+    dict with the model, history, held-out exact match and parameter count."""
+    from course.seq2seq import Seq2Seq  # chapter 1's model
+
+    device = torch.device("cpu")
+    seed_everything(seed)
+    train_data, test_data, source_vocab, target_vocab = make_data(seed)
+    model = Seq2Seq(len(source_vocab), len(target_vocab),
+                    begin=target_vocab.ids[BOS], embed_size=embed_size,
+                    hidden_size=hidden_size, attention=attention)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warmup = min(200, steps // 10)
+    schedule = warmup_cosine(optimiser, warmup=warmup, total=steps)
+    generator = torch.Generator().manual_seed(seed)
+    source_all = padded_in_front(train_data.source)
+    target_all = train_data.target[:, 1:]  # Seq2Seq puts <bos> in itself
+
+    def step(_):
+        rows = torch.randint(len(source_all), (batch,), generator=generator)
+        logits, _ = model(source_all[rows], target_all[rows])
+        loss = F.cross_entropy(logits.flatten(0, 1),
+                               target_all[rows].flatten(), ignore_index=0)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimiser.step()
+        schedule.step()
+        optimiser.zero_grad()
+        return loss.item()
+
+    name = "with attention" if attention else "last state only"
+    history = fit(step, steps, None, f"GRU encoder-decoder ({name})",
+                  progress, device, threads)
+    with evaluating(model):
+        out, _ = model.generate(padded_in_front(test_data.source),
+                                target_all.shape[1])
+    predictions = [target_vocab.decode(row) for row in out]
+    truth = [target_vocab.decode(row[1:]) for row in test_data.target]
+    accuracy = sum(p == t for p, t in zip(predictions, truth)) / len(truth)
+    return dict(model=model, history=history, accuracy=accuracy,
+                predictions=predictions, parameters=count_parameters(model),
+                warmup=warmup)

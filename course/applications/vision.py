@@ -41,13 +41,21 @@ class Split:
     labels: torch.Tensor  # (N,)
 
 
-def make_data(seed=0, test_size=0.2):
-    """(train, test): the 1797 digits, a seeded stratified fifth held out."""
+def make_data(seed=0, test_size=0.2, train_size=None, subset_seed=0):
+    """(train, test): the 1797 digits, a seeded stratified fifth held out.
+
+    With `train_size`, the training split is cut down to that many images, a
+    stratified sample drawn with `subset_seed`; the held-out fifth is unchanged.
+    """
     digits = load_digits()
     images = torch.tensor(digits.images, dtype=torch.float32) / 16.0
     labels = torch.tensor(digits.target)
     train, test = train_test_split(range(len(labels)), test_size=test_size,
                                    random_state=seed, stratify=digits.target)
+    if train_size is not None and train_size < len(train):
+        train, _ = train_test_split(train, train_size=train_size,
+                                    random_state=subset_seed,
+                                    stratify=digits.target[train])
     return (Split(images[train], labels[train]),
             Split(images[test], labels[test]))
 
@@ -56,14 +64,20 @@ class DigitViT(nn.Module):
     """Patches as tokens, a class token, learned positions, PyTorch's encoder."""
 
     def __init__(self, image_size=8, patch_size=2, d_model=96, n_heads=4,
-                 n_layers=2, d_ff=192, n_classes=10, dropout=0.1):
+                 n_layers=2, d_ff=192, n_classes=10, dropout=0.1,
+                 pooling="class"):
         super().__init__()
+        if pooling not in ("class", "mean"):
+            raise ValueError(f"pooling is 'class' or 'mean', not {pooling!r}")
+        self.pooling = pooling  # mean: no class token, the patches averaged
         self.patch_size = patch_size
         self.n_patches = (image_size // patch_size) ** 2
         # one application of the kernel per patch: a linear map of its pixels
         self.embed = nn.Conv2d(1, d_model, patch_size, stride=patch_size)
         # row 0: the class token; rows 1..n_patches: the patches' positions
-        self.table = nn.Parameter(0.02 * torch.randn(self.n_patches + 1, d_model))
+        # (with mean pooling the table holds the positions alone)
+        rows = self.n_patches + (pooling == "class")
+        self.table = nn.Parameter(0.02 * torch.randn(rows, d_model))
         self.encoder = nn.TransformerEncoder(
             nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout,
                                        batch_first=True, norm_first=True),
@@ -71,14 +85,19 @@ class DigitViT(nn.Module):
         self.classify = nn.Linear(d_model, n_classes)
 
     def tokens(self, images):
-        """(batch, 8, 8) -> (batch, 1 + n_patches, d_model), the encoder's input."""
+        """(batch, 8, 8) -> (batch, 1 + n_patches, d_model), the encoder's input
+        (n_patches tokens, without a class token, for mean pooling)."""
         patches = self.embed(images[:, None])  # (B, d, 8/p, 8/p)
         patches = patches.flatten(2).transpose(1, 2)  # (B, n_patches, d)
+        if self.pooling == "mean":
+            return patches + self.table
         cls = self.table[:1].expand(len(images), 1, -1)  # (B, 1, d)
         return torch.cat([cls, patches + self.table[1:]], dim=1)
 
     def forward(self, images):
         hidden = self.encoder(self.tokens(images))  # (B, 1 + n_patches, d)
+        if self.pooling == "mean":
+            return self.classify(hidden.mean(dim=1))  # the patches' mean
         return self.classify(hidden[:, 0])  # the class token's output
 
     def attention(self, images):
@@ -93,9 +112,11 @@ def accuracy(model, split, device):
     return (predicted == split.labels).float().mean().item(), predicted
 
 
-def baselines(split_seed=0):
-    """{name: held-out accuracy} of three classical classifiers on the pixels."""
-    train_split, test_split = make_data(split_seed)
+def baselines(split_seed=0, train_size=None, subset_seed=0):
+    """{name: held-out accuracy} of three classical classifiers on the pixels
+    (trained on `train_size` images of the training split, see `make_data`)."""
+    train_split, test_split = make_data(split_seed, train_size=train_size,
+                                        subset_seed=subset_seed)
     x, y = train_split.images.flatten(1).numpy(), train_split.labels.numpy()
     x_test = test_split.images.flatten(1).numpy()
     classifiers = {
@@ -110,15 +131,18 @@ def baselines(split_seed=0):
 
 def train(steps=600, batch=128, lr=3e-3, seed=0, budget_s=None, progress=True,
           device=None, threads=None, weight_decay=0.05, split_seed=None,
-          **model_options):
+          train_size=None, **model_options):
     """Train a DigitViT; return a dict with the model, data, history, accuracy.
 
     `seed` seeds the weights and the batches; the split is the one of
-    `split_seed` (by default `seed` too)."""
+    `split_seed` (by default `seed` too). With `train_size`, the model trains on
+    a stratified sample of that many training images (drawn with `seed`)."""
     device = device or select_device()
     seed_everything(seed)
     train_split, test_split = make_data(seed if split_seed is None
-                                        else split_seed)
+                                        else split_seed,
+                                        train_size=train_size,
+                                        subset_seed=seed)
     model = DigitViT(**model_options).to(device)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr,
                                   weight_decay=weight_decay)

@@ -19,24 +19,14 @@ import math
 import time
 from pathlib import Path
 
-import torch
-
 from course.applications import language_model
 from course.applications.training import Experiment
 
-SEED = 0
-BUDGET_S = 120
+# The character run's settings and its sampling, shared so that the two compare
+from language_model_experiment import BUDGET_S, SEED, sample  # this folder: run as a script
+
 VOCABULARIES = (256, 512, 1024)
-PROMPT = "Return the "
 RESULTS = Path(__file__).with_name("subword_results.json")
-
-
-def sample(run, n_new=100):
-    corpus = run["corpus"]
-    prompt = corpus.encode(PROMPT).to(run["device"])
-    generator = torch.Generator().manual_seed(SEED)
-    return corpus.decode(run["model"].sample(prompt, n_new,
-                                             generator=generator))
 
 
 def summary(run, corpus):
@@ -58,7 +48,7 @@ def summary(run, corpus):
                                  * len(corpus.characters.train_text)
                                  / len(corpus.train)),
         "losses": [round(v, 4) for v in run["history"].losses],
-        "sample": sample(run),
+        "sample": sample(run, n_new=100),
     }
 
 

@@ -49,6 +49,17 @@ def residual(ax, x, y_from, y_to, side=1.7):
     arrow(ax, (x + side, y_to), (x + 0.2, y_to), colour="#b45f06")
 
 
+def save(fig, ax, name, xlim, ylim):
+    """Frame the drawing in data units (equal aspect, no axes) and write it beside this
+    script, with no date, so that a rerun writes the same bytes."""
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.savefig(HERE / name, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 def sublayer_post(ax, x, y, text, kind):
     """Post-norm: x -> sublayer -> + (residual) -> LayerNorm. Returns the top y."""
     box(ax, x, y + 0.6, text, kind)
@@ -84,12 +95,7 @@ def block_orders():
         ax.text(x, 6.6, title, ha="center", va="center", fontsize=FONT + 1, fontweight="bold")
     ax.text(6.6, 5.95, "(a last LayerNorm before the head)", ha="center", va="center", fontsize=FONT - 1)
     ax.text(4.3, -1.0, "orange: the residual (identity) path", ha="center", va="center", color="#b45f06")
-    ax.set_xlim(0.2, 8.9)
-    ax.set_ylim(-1.3, 6.9)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(HERE / "block_orders.svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
+    save(fig, ax, "block_orders.svg", xlim=(0.2, 8.9), ylim=(-1.3, 6.9))
 
 
 def encoder_decoder():
@@ -131,12 +137,7 @@ def encoder_decoder():
     ax.text(dec - 0.1, 2.62, "queries", ha="right", va="center", color="#674ea7", fontsize=FONT - 1)
     ax.text(4.0, 6.55, "Every decoder block reads the encoder's last output", ha="center", va="center",
             fontsize=FONT + 1, fontweight="bold")
-    ax.set_xlim(0.0, 8.1)
-    ax.set_ylim(-0.3, 6.8)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(HERE / "encoder_decoder.svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
+    save(fig, ax, "encoder_decoder.svg", xlim=(0.0, 8.1), ylim=(-0.3, 6.8))
 
 
 def kv_cache():
@@ -160,12 +161,7 @@ def kv_cache():
             "written once", ha="left", va="bottom", fontsize=FONT - 1)
     ax.text(0.0, -0.45, "positions 0-2: the prompt, fed once (prefill); then one token per step (decode)",
             ha="left", va="center", fontsize=FONT - 1)
-    ax.set_xlim(-1.4, 8.6)
-    ax.set_ylim(-0.7, steps * 0.95 + 0.5)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(HERE / "kv_cache.svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
+    save(fig, ax, "kv_cache.svg", xlim=(-1.4, 8.6), ylim=(-0.7, steps * 0.95 + 0.5))
 
 
 if __name__ == "__main__":

@@ -258,6 +258,27 @@ def test_catalogs_hold_todays_english(tmp_path):
                        "translate the new and fuzzy entries:\n" + "\n".join(stale))
 
 
+def test_language_switch_leads_to_the_same_page():
+    """In a built book (`make book`), every page of each edition links to the same page in
+    the other one, and that page exists."""
+    english, spanish = REPO / "_build" / "html", REPO / "_build" / "html" / "es"
+    if not (spanish / "book").is_dir() or not (english / "book").is_dir():
+        pytest.skip("both editions are not built: run `make book`")
+    switch = re.compile(r'<nav class="language-switch"[^>]*>.*?href="([^"]+)"', re.S)
+    problems, pages = [], 0
+    for root, other in ((english, spanish), (spanish, english)):
+        for page in sorted((root / "book").rglob("*.html")):
+            pages += 1
+            match = switch.search(page.read_text(encoding="utf-8"))
+            if match is None:
+                problems.append(f"{page}: no language switch")
+                continue
+            target = (page.parent / match.group(1)).resolve()
+            if target != (other / page.relative_to(root)).resolve() or not target.is_file():
+                problems.append(f"{page}: the switch leads to {target}")
+    assert pages and not problems, "\n".join(problems)
+
+
 def test_checks_catch_what_they_claim():
     """The checks above fail on the faults they name."""
     assert entry_problems("Scale by $\\sqrt{d_k}$.", "Escala por $\\sqrt{d}$.")

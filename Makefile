@@ -9,10 +9,11 @@ BIN    := $(VENV)/bin
 # Recreated whenever the pinned requirements or the package metadata change.
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test bench system-packages release clean-book help
+.PHONY: book book-en book-es translations test bench system-packages release clean-book help
 
 help:
-	@echo "make book     build the book into _build/html"
+	@echo "make book     build the book into _build/html, and its Spanish edition into _build/html/es"
+	@echo "make translations  update the Spanish catalogs (locales/es) after a change to the English pages"
 	@echo "make test     build the book and run every test (installs the Debian packages they need as root;"
 	@echo "              otherwise says what to install; SKIP_SYSTEM_PACKAGES=1 runs them without)"
 	@echo "make release  regenerate the student versions from solutions/"
@@ -25,8 +26,28 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-book: $(STAMP)
+book: book-en book-es
+
+book-en: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
+
+# The Spanish edition (book/translating.md): `jupyter-book build` does not pass
+# `-D language`, so Sphinx builds it from the configuration that Jupyter Book generates
+# (conf.py, not in git), with the same strictness, the catalogs of locales/es/, and the
+# English edition's cache of executed notebooks (nothing runs twice).
+SPHINX_ES := PYTHONPATH=_ext $(BIN)/sphinx-build -c .
+
+book-es: $(STAMP) book-en
+	$(BIN)/jupyter-book config sphinx . >/dev/null
+	$(SPHINX_ES) -b html -W -n --keep-going -q -D language=es \
+	  -D nb_execution_cache_path=_build/.jupyter_cache -d _build/.doctrees-es . _build/html/es
+
+# After a change to an English page: extract its messages (no notebook runs) and merge
+# them into the Spanish catalogs; a changed sentence becomes a fuzzy entry to review.
+translations: $(STAMP)
+	$(BIN)/jupyter-book config sphinx . >/dev/null
+	$(SPHINX_ES) -b gettext -q -D nb_execution_mode=off -d _build/.doctrees-gettext . _build/gettext
+	$(BIN)/sphinx-intl update -p _build/gettext -l es -d locales
 
 # The Debian packages of .ci/debian-packages.txt, checked before anything else: installed
 # when run as root with apt-get, otherwise the command to install them, and a stop.

@@ -61,7 +61,7 @@ def read_catalog(page):
 
 # -- what must not change -------------------------------------------------------------
 
-ROLE = re.compile(r"\{([A-Za-z][\w:.-]*)\}`([^`]*)`")
+ROLE = re.compile(r"(?<![`\w])\{([A-Za-z][\w:.-]*)\}`([^`]*)`")  # not `{x}` closing a code span
 DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$")
 CODE = re.compile(r"(`+)(.+?)\1", re.S)
@@ -169,7 +169,8 @@ def terminology_problems(page, catalog, terms):
     for message in catalog:
         if not message.id or not message.string or is_equation(message.id):
             continue
-        english = ROLE.sub(" ", english_text(message.id))
+        # a term inside code (`mask=None`) is a name, kept as it is in the Spanish too
+        english = CODE.sub(" ", ROLE.sub(" ", english_text(message.id)))
         for term in terms:
             if not english_pattern(term["en"]).search(english):
                 continue

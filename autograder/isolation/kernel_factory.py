@@ -46,6 +46,27 @@ PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS =
 MAX_FDS = 4
 MAX_REQUEST = 1 << 20
 
+# PyTorch loads its meta-device machinery on first use (about 0.9 s of CPU and 800
+# modules of torch._inductor, which a linear layer with a bias on a batch needs), and the tests use the meta
+# device to catch tensors made on the wrong device: load it before any test runs. The
+# factory runs it once for all the kernels it forks; a kernel started from nothing runs
+# it while it waits for its notebook (judging/kernel_start.py).
+WARM_TORCH = """\
+def __warm_torch():
+    import os, torch
+    before = set(os.environ)
+    try:
+        torch.nn.functional.linear(torch.empty(2, 3, 4, device="meta"),
+                                   torch.empty(4, 4, device="meta", requires_grad=True),
+                                   torch.empty(4, device="meta", requires_grad=True)).sum().backward()
+    except Exception:
+        pass
+    for name in set(os.environ) - before:  # TORCHINDUCTOR_CACHE_DIR: not the kernel's to see
+        del os.environ[name]
+__warm_torch()
+del __warm_torch
+"""
+
 
 # -- messages: 4-byte length, JSON, file descriptors ------------------------------------------
 
@@ -106,12 +127,8 @@ def serve(control_fd, preload):
             pass
     import ipykernel.kernelapp  # noqa: F401
 
-    if "torch" in sys.modules:  # PyTorch's meta-device machinery (see judging/kernel_start.WARM_TORCH)
-        torch = sys.modules["torch"]
-        try:
-            torch.nn.functional.linear(torch.empty(1, 1, device="meta"), torch.empty(1, 1, device="meta"))
-        except Exception:
-            pass
+    if "torch" in sys.modules:  # loaded here once, every kernel forked from us has it
+        exec(WARM_TORCH, {})
     # Kernels whose first child has left are ours to reap (we are their subreaper).
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     send_message(sock, {"ready": True})

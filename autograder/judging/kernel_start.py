@@ -30,17 +30,6 @@ del __autograder_agent__
 """
 
 
-# PyTorch loads its meta-device machinery (some 300 modules, over a second of CPU) on
-# first use, and the tests use the meta device to catch tensors made on the wrong
-# device: load it while the kernel waits, not while a test runs.
-WARM_TORCH = """\
-try:
-    torch.nn.functional.linear(torch.empty(1, 1, device="meta"), torch.empty(1, 1, device="meta"))
-except Exception:
-    pass
-"""
-
-
 def imported_modules(sources):
     """Top-level modules that `import` statements in the instructor's cells name."""
     names = set()
@@ -115,7 +104,7 @@ def prepare_kernel(box, kernel, settings, preload=()):
         code += "".join(f"try:\n    import {module}\nexcept Exception:\n    pass\n" for module in preload
                         if module.isidentifier())
         if "torch" in preload:
-            code += WARM_TORCH
+            code += kernel_factory.WARM_TORCH  # free in a kernel forked from a factory
         reply = kernel.execute(code, settings.startup_timeout, Outputs({"left": 10_000}, 10_000), silent=True)
         if reply.get("status") != "ok":
             detail = reply.get("evalue") or kernel.stderr_tail.decode("utf-8", "replace")[-800:]

@@ -57,9 +57,15 @@ def catalogue_path(assignment, catalogues=paths.CATALOGUES):
     return Path(catalogues) / f"{assignment}.yml"
 
 
+def read_yaml(path):
+    # LibYAML's parser where PyYAML has it: the same data, ten times faster (a grading
+    # worker reads the catalogue once per submission)
+    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load(assignment, catalogues=paths.CATALOGUES):
     """The answers of one assignment's catalogue, checked for shape and unique ids."""
-    data = yaml.safe_load(catalogue_path(assignment, catalogues).read_text())
+    data = read_yaml(catalogue_path(assignment, catalogues))
     if data.get("assignment") != assignment:
         raise ValueError(f"catalogue for {assignment!r} names assignment {data.get('assignment')!r}")
     answers, seen = [], set()
@@ -78,7 +84,7 @@ def load(assignment, catalogues=paths.CATALOGUES):
 
 def probe_entries(assignment, catalogues=paths.CATALOGUES):
     """The catalogue's probe entries (`- probes: GRADE_ID`, read by autograder/judging/diagnosis.py)."""
-    data = yaml.safe_load(catalogue_path(assignment, catalogues).read_text())
+    data = read_yaml(catalogue_path(assignment, catalogues))
     return [entry for entry in data["answers"] if "probes" in entry]
 
 

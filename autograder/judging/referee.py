@@ -348,6 +348,7 @@ DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef
                ast.AnnAssign)
 
 
+@functools.lru_cache(maxsize=256)  # the instructor's cells: the same in every submission
 def definitions_of(source):
     """The imports, definitions and assignments of an instructor cell, as text (no calls
     made for their effects, no prints)."""

@@ -50,6 +50,7 @@ import threading
 
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
+import jinja2
 from jinja2 import pass_context
 import markupsafe
 from nbconvert.exporters import HTMLExporter, TemplateExporter
@@ -250,6 +251,23 @@ class _RenderTimeout(BaseException):
     `except Exception` in a library on the way swallows it."""
 
 
+class CompiledTemplates(jinja2.BytecodeCache):
+    """Compiled Jinja templates kept in memory, for every exporter of this process."""
+
+    def __init__(self):
+        self.compiled = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED_TEMPLATES = CompiledTemplates()
+
+
 class FeedbackExporter(HTMLExporter):
     show_hidden_tests = Bool(
         False, help="Show the hidden tests' source and full tracebacks in feedback pages").tag(config=True)
@@ -279,6 +297,14 @@ class FeedbackExporter(HTMLExporter):
         bootstrap = nbgrader_templates.parent / "static" / "node_modules" / "bootstrap" / "dist" / "css"
         kwargs.setdefault("extra_template_paths", given + [str(bootstrap), str(nbgrader_templates)])
         super().__init__(**kwargs)
+
+    def _create_environment(self):
+        # A grading worker renders one page per submission with a new exporter: its
+        # templates compile once per worker, not once per page (the same templates, the
+        # same pages; Jinja checks each template's source against what it compiled).
+        environment = super()._create_environment()
+        environment.bytecode_cache = COMPILED_TEMPLATES
+        return environment
 
     def _diagnosed(self, resources):
         """function -> {"id", "explanation"}: what the grader's report says each function behaves like."""

@@ -1,9 +1,11 @@
 """Grading throughput: plain `nbgrader autograde` against `python -m autograder grade`.
 
-    .venv/bin/python benchmarks/grading_throughput.py [--submissions 8] [--jobs 1,2]
+    .venv/bin/python benchmarks/grading_throughput.py [--submissions 8] [--jobs 1,2] [--repeats 3]
 
 Grades N identical honest submissions (copies of the reference solution) three ways on
-this machine, one after the other, and prints submissions per minute:
+this machine, one after the other, and prints submissions per minute; with --repeats R,
+R rounds of all of them in turn (so that a change in the machine's load falls on every
+side), the median of each and the median of the per-round ratios:
 
 * nbgrader: one `nbgrader autograde ASSIGNMENT` over a course directory holding the N
   submissions (serial, no sandbox, no feedback pages);
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,21 +81,29 @@ def main():
     parser.add_argument("--assignment", default="self_attention")
     parser.add_argument("--submissions", type=int, default=8)
     parser.add_argument("--jobs", default=f"1,{os.cpu_count() or 1}", help="comma-separated --jobs values")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of every side, in turn")
     args = parser.parse_args()
     count = args.submissions
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="throughput-") as scratch:
-        scratch = Path(scratch)
-        seconds = plain_nbgrader(args.assignment, count, scratch)
-        rows.append(("nbgrader autograde (serial, no sandbox, no feedback)", seconds))
-        for jobs in sorted({int(j) for j in args.jobs.split(",")}):
-            rows.append((f"autograder grade --jobs {jobs}", ours(args.assignment, count, jobs, scratch)))
-    baseline = count * 60 / rows[0][1]
-    print(f"{count} submissions of {args.assignment}, {os.cpu_count()} cores")
-    print(f"{'':56} {'seconds':>8} {'per minute':>11} {'vs nbgrader':>12}")
-    for name, seconds in rows:
-        rate = count * 60 / seconds
-        print(f"{name:56} {seconds:8.1f} {rate:11.2f} {rate / baseline:11.2f}x")
+    sides = [("nbgrader autograde (serial, no sandbox, no feedback)", None)]
+    sides += [(f"autograder grade --jobs {jobs}", jobs) for jobs in sorted({int(j) for j in args.jobs.split(",")})]
+    times = {name: [] for name, _ in sides}
+    load_before = os.getloadavg()[0]
+    for round_ in range(args.repeats):
+        with tempfile.TemporaryDirectory(prefix="throughput-") as scratch:
+            scratch = Path(scratch)
+            for name, jobs in sides:
+                seconds = plain_nbgrader(args.assignment, count, scratch) if jobs is None \
+                    else ours(args.assignment, count, jobs, scratch)
+                times[name].append(seconds)
+    baseline = times[sides[0][0]]
+    print(f"{count} submissions of {args.assignment}, {os.cpu_count()} cores, {args.repeats} round(s); "
+          f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+    print(f"{'':56} {'seconds':>8} {'per minute':>11} {'vs nbgrader':>12}  rounds (s)")
+    for name, _ in sides:
+        seconds = statistics.median(times[name])
+        ratio = statistics.median(b / s for b, s in zip(baseline, times[name]))
+        rounds = " ".join(f"{s:.1f}" for s in times[name])
+        print(f"{name:56} {seconds:8.1f} {count * 60 / seconds:11.2f} {ratio:11.2f}x  {rounds}")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,10 @@ must
   translator has done the work;
 * have no untranslated and no fuzzy entry;
 * keep in each entry what a translation must not change: math (`$...$`, `$$...$$`, a
-  display equation), inline code, roles and their targets (`{doc}`, `{ref}`, `{cite:p}`,
-  ...: the text of a `{ref}` with an explicit target may change, the target may not),
-  link targets, and format placeholders (`{name}`, `%s`);
+  display equation) but for the words inside its `\\text{...}` (`\\textrm`, `\\textit`,
+  `\\mbox`), which are prose and translated; inline code; roles and their targets
+  (`{doc}`, `{ref}`, `{cite:p}`, ...: the text of a `{ref}` with an explicit target may
+  change, the target may not); link targets; and format placeholders (`{name}`, `%s`);
 * not start a heading with "1. " (MyST would read the translated heading as a list and
   Sphinx would silently keep the English one: write `1\\. `);
 * use the terms of `locales/es/glossary.yml`: where the English entry names a checked
@@ -68,6 +69,30 @@ CODE = re.compile(r"(`+)(.+?)\1", re.S)
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|<((?:https?|mailto):[^>\s]+)>")
 PLACEHOLDER = re.compile(r"(?<![{\\])\{[A-Za-z_]\w*\}(?!`)|%(?:\([A-Za-z_]\w*\))?[sdrfi]")
 LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+TEXT_IN_MATH = re.compile(r"\\(text|textrm|textit|mbox)\s*\{")  # not \texttt, \textbf
+
+
+def math_key(math):
+    """What a translation must keep of an equation: everything but the words of its
+    `\\text{...}` (prose, translated: "if", "for every"), whose command stays; spaces
+    do not count."""
+    kept, start = [], 0
+    for match in TEXT_IN_MATH.finditer(math):
+        if match.start() < start:
+            continue  # inside the braces of the previous one
+        kept.append(math[start:match.start()] + f"\\{match.group(1)}{{}}")
+        depth, position = 1, match.end()
+        while position < len(math) and depth:
+            if math[position] == "\\":
+                position += 1  # an escaped character: \{ or \}
+            elif math[position] == "{":
+                depth += 1
+            elif math[position] == "}":
+                depth -= 1
+            position += 1
+        start = position
+    kept.append(math[start:])
+    return " ".join("".join(kept).split())
 
 
 def _role_key(name, content):
@@ -89,10 +114,10 @@ def invariants(text):
         found["code"][match.group(2).strip()] += 1
     rest = CODE.sub(" ", rest)
     for match in DISPLAY_MATH.finditer(rest):
-        found["math"][" ".join(match.group(1).split())] += 1
+        found["math"][math_key(match.group(1))] += 1
     rest = DISPLAY_MATH.sub(" ", rest)
     for match in INLINE_MATH.finditer(rest):
-        found["math"][" ".join(match.group(1).split())] += 1
+        found["math"][math_key(match.group(1))] += 1
     rest = INLINE_MATH.sub(" ", rest)
     for match in LINK.finditer(rest):
         found["link"][match.group(1) or match.group(2)] += 1
@@ -103,15 +128,17 @@ def invariants(text):
 
 def is_equation(msgid):
     """A message that is a display equation (an amsmath environment or a math block):
-    LaTeX commands and no `$`. Its translation is the equation itself."""
+    LaTeX commands and no `$`. Its translation is the equation itself, the words of its
+    `\\text{...}` translated."""
     return "$" not in msgid and LATEX_COMMAND.search(msgid) is not None and not ROLE.search(msgid)
 
 
 def entry_problems(msgid, msgstr):
     problems = []
     if is_equation(msgid):
-        if " ".join(msgstr.split()) != " ".join(msgid.split()):
-            problems.append("an equation must be copied unchanged")
+        if math_key(msgstr) != math_key(msgid):
+            problems.append("an equation must be copied unchanged (but for the words of "
+                            "its \\text{...})")
         return problems
     want, got = invariants(msgid), invariants(msgstr)
     for kind in ("math", "code", "role", "link", "placeholder"):
@@ -292,6 +319,17 @@ def test_checks_catch_what_they_claim():
     assert entry_problems("1. The bottleneck, measured", "1. El cuello de botella, medido")
     assert not entry_problems("1. The bottleneck, measured", "1\\. El cuello de botella, medido")
     assert entry_problems("\\hat f(x) = \\sum_i a_i", "\\hat f(x) = \\sum_j a_j")
+    # the words of \text{...} are translated; the command and the math around them are not
+    equation = "a_{ij} = 0 \\quad \\text{if the row has no {allowed} key,} \\ d_\\text{model}"
+    assert not entry_problems(equation, equation.replace(
+        "if the row has no {allowed} key,", "si la fila no tiene ninguna clave permitida,"))
+    assert entry_problems(equation, equation.replace("a_{ij} = 0", "a_{ji} = 0"))
+    assert entry_problems(equation, equation.replace("\\text{if", "\\textbf{if"))
+    assert not entry_problems("For $x_i \\mbox{ and } \\textit{all}$ of them.",
+                              "Para $x_i \\mbox{ y } \\textit{todos}$ ellos.")
+    assert entry_problems("For $x_i \\text{ and } y$ of them.", "Para $x_j \\text{ y } y$ ellos.")
+    assert entry_problems("For $x \\text{ and } y$.", "Para $x \\text{ y }$.")
+    assert entry_problems("$\\texttt{<bos>}$ first.", "$\\texttt{<inicio>}$ primero.")
     terms = [{"en": "positional encoding", "es": "codificación posicional", "check": True},
              {"en": "softmax", "es": "softmax", "first_use": "función exponencial normalizada (softmax)"}]
     good = [type("M", (), {"id": "Positional encodings and the softmax.",

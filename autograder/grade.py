@@ -52,6 +52,7 @@ from nbgrader.api import Gradebook
 from autograder.records import lateness
 from autograder import paths
 from autograder.isolation import sandbox
+from autograder.judging import kernel_start
 from autograder.judging.course_directory import CourseDirectory
 from autograder.records.gradebook import COURSE_ID, ClassGradebook
 from autograder.records.submissions import collect, read_notebook
@@ -108,8 +109,9 @@ def _die_with_parent():
 class Worker:
     """One `python -m autograder.worker` process, restarted when it dies."""
 
-    def __init__(self, log_path):
+    def __init__(self, log_path, env=None):
         self.log_path = log_path
+        self.env = dict(env or {})  # for the worker, beside this process's environment
         self.process = None
 
     def start(self):
@@ -121,7 +123,7 @@ class Worker:
         log = open(self.log_path, "ab")
         # One thread for NumPy's and PyTorch's kernels in a worker: the test cells compute on
         # small arrays, and idle OpenMP threads that spin would take the CPU other workers need.
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **self.env}
         self.process = subprocess.Popen([sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=log, env=env, text=True,
                                         cwd=paths.REPO_ROOT, preexec_fn=_die_with_parent)
@@ -414,15 +416,29 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     logs = Path(tempfile.mkdtemp(prefix="autograde-logs-"))
-    workers = [Worker(logs / f"worker-{slot}.log") for slot in range(max(1, jobs or os.cpu_count() or 1))]
+    # The workers fork their kernels from the batch's factories, which import PyTorch
+    # once for all of them (autograder/judging/kernel_start.py).
+    factories, shared = [], None
+    if options.get("isolate", True):
+        preloads = [kernel_start.instructor_preload(nbformat.read(path, as_version=4))
+                    for path in paths.assignment_notebooks(assignment, options.get("solutions", paths.SOLUTIONS))]
+        factories, shared = kernel_start.start_batch_factories(preloads)
+    env = {kernel_start.BATCH_FACTORIES: shared} if shared else {}
+    workers = [Worker(logs / f"worker-{slot}.log", env) for slot in range(max(1, jobs or os.cpu_count() or 1))]
     for worker in workers:
         worker.start()
+
+    def stop_all():
+        for worker in workers:
+            worker.stop()
+        for factory in factories:
+            factory.close()
+        shutil.rmtree(logs, ignore_errors=True)
+
     try:
         grader = Grader(assignment, out, **options)
     except BaseException:
-        for worker in workers:
-            worker.stop()
-        shutil.rmtree(logs, ignore_errors=True)
+        stop_all()
         raise
     try:
         submissions = collect(sources, assignment, grader.expected)
@@ -484,10 +500,8 @@ def grade(assignment, sources, out, jobs=None, force=False, progress=True, emit=
         grader.write_grades()
         return results
     finally:
-        for worker in workers:
-            worker.stop()
+        stop_all()
         grader.close()
-        shutil.rmtree(logs, ignore_errors=True)
         sandbox.remove_stale_cgroups()
 
 

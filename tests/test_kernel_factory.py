@@ -129,3 +129,47 @@ def test_a_forked_kernel_that_dies_at_start_is_replaced_by_one_started_from_noth
     how, seen = probe(isolation, "replaced")
     assert how == "Popen" and "did not start" in factories.broken
     assert seen["network"] != "open"
+
+
+def test_the_workers_of_a_batch_fork_their_kernels_from_one_factory(isolation, monkeypatch):
+    """Two workers (two Factories, as two processes would have) given the batch's factory
+    by BATCH_FACTORIES: both kernels are children of that one process, and both run."""
+    factories, shared = kernel_start.start_batch_factories([PRELOAD])
+    assert len(factories) == 1 and shared
+    monkeypatch.setenv(kernel_start.BATCH_FACTORIES, shared)
+    try:
+        parents = []
+        for name in ("first-worker", "second-worker"):
+            monkeypatch.setattr(kernel_start, "FACTORIES", kernel_start.Factories())
+            try:
+                box, kernel = kernel_start.start_kernel(isolation, executor.Settings(), 3, name, preload=PRELOAD)
+                try:
+                    assert isinstance(kernel.process, kernel_factory.Forked) and kernel.alive()
+                    assert not kernel_start.FACTORIES.broken
+                    status = open(f"/proc/{kernel.process.pid}/status").read()
+                    parents.append(int(status.split("PPid:")[1].split()[0]))
+                finally:
+                    kernel.close()
+                    box.close()
+            finally:
+                kernel_start.FACTORIES.close()
+        assert parents == [factories[0].process.pid] * 2
+    finally:
+        for factory in factories:
+            factory.close()
+
+
+def test_the_batch_factory_preloads_what_the_executor_preloads():
+    """grade.py computes each notebook's preload without importing the executor: it must
+    be the executor's own, or the workers would not find the batch's factory."""
+    import nbformat
+
+    from autograder import paths
+
+    for assignment in paths.assignments():
+        for path in paths.assignment_notebooks(assignment):
+            notebook = nbformat.read(path, as_version=4)
+            expected = kernel_start.imported_modules(
+                source for source, solution in executor.reference_cells(notebook) if not solution)
+            assert kernel_start.instructor_preload(notebook) == expected, path
+            assert "torch" in expected, path  # what makes the factory worth having

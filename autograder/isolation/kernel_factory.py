@@ -114,12 +114,15 @@ def _check(result, what):
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
-def serve(control_fd, preload):
-    """The factory's main loop: import, then fork one kernel per request."""
+def serve(control_fd, preload, listen_fd=-1):
+    """The factory's main loop: import, then fork one kernel per request, until the
+    control socket closes. Requests come on the control socket, and, where the factory
+    serves a batch's workers (`listen_fd`), on each connection a worker makes."""
     libc = _libc()
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
-    sock = socket.socket(fileno=control_fd)
+    control = socket.socket(fileno=control_fd)
+    listener = socket.socket(fileno=listen_fd) if listen_fd >= 0 else None
     for module in preload:
         try:
             __import__(module)
@@ -131,21 +134,38 @@ def serve(control_fd, preload):
         exec(WARM_TORCH, {})
     # Kernels whose first child has left are ours to reap (we are their subreaper).
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
-    send_message(sock, {"ready": True})
+    send_message(control, {"ready": True})
+    connections = []
     while True:
-        request, fds = receive_message(sock)
-        if request is None:
-            return
-        if os.fork() == 0:
+        ready, _, _ = select.select([control, *connections] + ([listener] if listener else []), [], [])
+        for sock in ready:
+            if sock is listener:
+                connection, _ = listener.accept()
+                connections.append(connection)
+                send_message(connection, {"ready": True})
+                continue
+            request, fds = receive_message(sock)
+            if request is None:
+                if sock is control:
+                    return
+                connections.remove(sock)
+                sock.close()
+                continue
+            _fork_kernel(sock, request, fds, libc)
+
+
+def _fork_kernel(sock, request, fds, libc):
+    """Fork a child that makes the requested kernel and answers on `sock`."""
+    if os.fork() == 0:
+        try:
+            _enter_and_fork(sock, request, fds, libc)
+        except BaseException as error:  # noqa: BLE001  (reported, then this child ends)
             try:
-                _enter_and_fork(sock, request, fds, libc)
-            except BaseException as error:  # noqa: BLE001  (reported, then this child ends)
-                try:
-                    send_message(sock, {"error": f"{type(error).__name__}: {error}"})
-                finally:
-                    os._exit(1)
-        for fd in fds:
-            os.close(fd)
+                send_message(sock, {"error": f"{type(error).__name__}: {error}"})
+            finally:
+                os._exit(1)
+    for fd in fds:
+        os.close(fd)
 
 
 def _reap():
@@ -276,25 +296,52 @@ class FactoryFailed(RuntimeError):
 
 
 class KernelFactory:
-    """One factory process (started on first use) for kernels that preload `preload`."""
+    """One factory process for kernels that preload `preload`: started on first use, or,
+    with `address`, the factory of the batch (autograder/grade.py), which this worker
+    connects to. `serve_workers=True` makes a batch's factory: start() it, and give its
+    `address` to the workers."""
 
-    def __init__(self, preload, env, timeout=120):
+    def __init__(self, preload, env, timeout=120, address=None, serve_workers=False):
         self.preload, self.env, self.timeout = tuple(preload), dict(env), timeout
+        self.address, self.serve_workers = address, serve_workers
         self.process = self.sock = None
         self.home = None
 
-    def _start(self):
+    def start(self):
+        if self.sock is not None:
+            return
+        if self.address and not self.serve_workers:  # the batch's factory: connect to it
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self.sock.connect(self.address)
+            except OSError as error:
+                self.sock.close()
+                self.sock = None
+                raise FactoryFailed(f"cannot reach the batch's kernel factory: {error}") from None
+            self._answer()  # {"ready": true}
+            return
         ours, theirs = socket.socketpair()
-        self.home = tempfile.mkdtemp(prefix="kernel-factory-")
+        self.home = tempfile.mkdtemp(prefix="kernel-factory-")  # 0700, root's: only the grader reaches it
         env = {**self.env, "HOME": self.home, "TMPDIR": self.home, "PYTHONPATH": ""}
+        listener = None
+        if self.serve_workers:
+            self.address = os.path.join(self.home, "factory.sock")
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(self.address)
+            listener.listen(64)
+        listen_fd = listener.fileno() if listener is not None else -1
         try:
             self.process = subprocess.Popen(
-                [sys.executable, __file__, str(theirs.fileno()), *self.preload], pass_fds=(theirs.fileno(),),
-                env=env, cwd=self.home, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                [sys.executable, __file__, str(theirs.fileno()), str(listen_fd), *self.preload],
+                pass_fds=[fd for fd in (theirs.fileno(), listen_fd) if fd >= 0], env=env, cwd=self.home,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         finally:
             theirs.close()
+            if listener is not None:
+                listener.close()
         self.sock = ours
-        self._answer()  # {"ready": true}
+        if not self.serve_workers:  # a batch's factory says it is ready to each worker that connects
+            self._answer()  # {"ready": true}
 
     def _answer(self):
         if not select.select([self.sock], [], [], self.timeout)[0]:
@@ -310,8 +357,8 @@ class KernelFactory:
 
     def spawn(self, holder, request, stderr_fd, agent_fd):
         """Fork a kernel into the sandbox whose placeholder is `holder`; return a Forked."""
-        if self.process is None:
-            self._start()
+        if self.sock is None:
+            self.start()
         send_message(self.sock, {**request, "holder": holder, "agent_fd": agent_fd}, [stderr_fd, agent_fd])
         message, fds = self._answer()
         if len(fds) != 1 or not isinstance(message.get("pid"), int):
@@ -340,4 +387,4 @@ class KernelFactory:
 
 if __name__ == "__main__":
     del sys.path[0]  # this file's folder: the grader's code is nothing a kernel imports
-    serve(int(sys.argv[1]), sys.argv[2:])
+    serve(int(sys.argv[1]), sys.argv[3:], listen_fd=int(sys.argv[2]))

@@ -5,6 +5,8 @@ keeps a Spare: the next submission's kernel, started while this one is graded.
 """
 
 import ast
+import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -46,21 +48,45 @@ def imported_modules(sources):
     return sorted(names)
 
 
+FACTORY_ENV = {**KERNEL_ENV, "PYTHONPATH": ""}
+# Where a batch's factories are (autograder/grade.py): JSON, [{"address", "preload"}].
+BATCH_FACTORIES = "AUTOGRADER_KERNEL_FACTORIES"
+
+
+def instructor_preload(notebook):
+    """What a kernel imports for `notebook` before any student code: the modules that its
+    instructor's code cells import (locked, neither answers nor tests: the cells that
+    executor.reference_cells keeps as the instructor's), without importing the executor."""
+    sources = []
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("locked") and not meta.get("grade") and not meta.get("solution"):
+            sources.append(cell.source)
+    return imported_modules(sources)
+
+
 class Factories:
     """A grading worker's kernel factories (autograder/isolation/kernel_factory.py), one per set of
-    preloaded libraries, started on first use. A factory that fails is not used again:
+    preloaded libraries: the batch's, which every worker of a batch shares (so PyTorch is
+    imported, and its meta device warmed, once per batch rather than once per worker),
+    or one of its own, started on first use. A factory that fails is not used again:
     kernels then start from nothing, as without one."""
 
     def __init__(self):
         self.factories, self.broken = {}, ""
+        try:
+            shared = json.loads(os.environ.get(BATCH_FACTORIES) or "[]")
+            self.batch = {tuple(f["preload"]): f["address"] for f in shared}
+        except (ValueError, TypeError, KeyError):
+            self.batch = {}
 
     def get(self, isolation, preload):
         if self.broken or not (isolation.sandboxed and isolation.as_root):
             return None
         key = tuple(preload)
         if key not in self.factories:
-            env = {**KERNEL_ENV, "PYTHONPATH": ""}
-            self.factories[key] = kernel_factory.KernelFactory(key, env, timeout=120)
+            self.factories[key] = kernel_factory.KernelFactory(key, FACTORY_ENV, timeout=120,
+                                                               address=self.batch.get(key))
         return self.factories[key]
 
     def fail(self, error):
@@ -75,6 +101,30 @@ class Factories:
 
 
 FACTORIES = None  # a grading worker sets Factories here; elsewhere kernels start from nothing
+
+
+def start_batch_factories(preloads):
+    """The kernel factories of a batch, one per set of libraries in `preloads` (what the
+    instructor's cells of each notebook import), started now, while the workers start:
+    ([factories], the value of BATCH_FACTORIES for the workers, or None). None where no
+    kernel can be forked (not root, or no bubblewrap); a factory that does not start is
+    found out by the workers, whose kernels then start from nothing."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("bwrap") is None:
+        return [], None
+    factories = []
+    for preload in dict.fromkeys(tuple(p) for p in preloads):
+        factory = kernel_factory.KernelFactory(preload, FACTORY_ENV, timeout=120, serve_workers=True)
+        try:
+            factory.start()
+        except OSError as error:
+            sys.stderr.write(f"the batch's kernel factory did not start, each worker starts its own: {error}\n")
+            factory.close()
+            continue
+        factories.append(factory)
+    shared = [{"address": f.address, "preload": list(f.preload)} for f in factories]
+    return factories, json.dumps(shared) if shared else None
 
 
 def launch_kernel(isolation, settings, slot, name, preload=()):

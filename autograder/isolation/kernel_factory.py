@@ -2,8 +2,9 @@
 
 A kernel that starts from nothing spends most of its start importing Python, ipykernel,
 NumPy and PyTorch (about 2.5 s of CPU, more than the grading of a whole submission).
-The factory is a fresh Python process, started by a grading worker, that imports those
-once and then only forks. It never runs student code and never holds anything of the
+The factory is a fresh Python process that imports those once and then only forks:
+started by the grader for all the workers of a batch (each connects to it over a unix
+socket in a folder only root can enter), or by a worker for itself. It never runs student code and never holds anything of the
 grader's (no reference solution, no test, no key): its memory is what a new kernel's
 would be after its imports.
 
@@ -22,7 +23,8 @@ Only a worker running as root uses the factory (entering the sandbox's namespace
 privileges the instructor's own uid does not have on the host); otherwise, and whenever
 the factory fails, kernels start from nothing as before.
 
-The worker and the factory talk over a unix socket: a length-prefixed JSON request with
+The worker and the factory talk over a unix socket (a socket pair, or the worker's
+connection to the batch's factory): a length-prefixed JSON request with
 file descriptors attached (the kernel's stderr and its end of the agent's socket); the
 answer, from the factory's child, carries the kernel's pid and a pidfd that says when
 the kernel has ended.

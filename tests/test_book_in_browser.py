@@ -94,12 +94,13 @@ def toc_files():
 
 
 def html_pages():
-    """Every HTML page of the build, relative to it, outside Sphinx's asset folders
-    (`_static`, `_sources`, `_downloads`, ...) and hidden ones."""
+    """Every HTML page of the build, relative to it, both editions (the Spanish one in
+    `es/`), outside Sphinx's asset folders (`_static`, `_sources`, `_downloads`, ...) and
+    hidden ones."""
     if not BUILT:
         return []
     pages = [p.relative_to(HTML) for p in HTML.rglob("*.html")]
-    return sorted(p.as_posix() for p in pages if not p.parts[0].startswith(("_", ".")))
+    return sorted(p.as_posix() for p in pages if not any(part.startswith(("_", ".")) for part in p.parts[:-1]))
 
 
 def screenshot_pages():

@@ -16,7 +16,7 @@ help:
 	@echo "make translations  update the Spanish catalogs (locales/es) after a change to the English pages"
 	@echo "make test     build the book and run every test (installs the Debian packages they need as root;"
 	@echo "              otherwise says what to install; SKIP_SYSTEM_PACKAGES=1 runs them without)"
-	@echo "make release  regenerate the student versions from solutions/"
+	@echo "make release  regenerate the student versions from solutions/ (English, and Spanish in assignment/es/)"
 	@echo "make bench    measure the chapters' stated targets and print met or missed (an idle machine)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -42,11 +42,13 @@ book-es: $(STAMP) book-en
 	$(SPHINX_ES) -b html -W -n --keep-going -q -D language=es \
 	  -D nb_execution_cache_path=_build/.jupyter_cache -d _build/.doctrees-es . _build/html/es
 
-# After a change to an English page: extract its messages (no notebook runs) and merge
-# them into the Spanish catalogs; a changed sentence becomes a fuzzy entry to review.
+# After a change to an English page or an assignment's Markdown: extract the messages (no
+# notebook runs; the assignments' into _build/gettext/solutions/) and merge them into the
+# Spanish catalogs; a changed sentence becomes a fuzzy entry to review.
 translations: $(STAMP)
 	$(BIN)/jupyter-book config sphinx . >/dev/null
 	$(SPHINX_ES) -b gettext -q -D nb_execution_mode=off -d _build/.doctrees-gettext . _build/gettext
+	$(BIN)/python -m autograder.translation templates _build/gettext >/dev/null
 	$(BIN)/sphinx-intl update -p _build/gettext -l es -d locales
 
 # The Debian packages of .ci/debian-packages.txt, checked before anything else: installed

@@ -6,6 +6,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO_ROOT / "solutions"
 BOOK = REPO_ROOT / "book"
 CATALOGUES = Path(__file__).resolve().parent / "catalogues"
+LOCALES = REPO_ROOT / "locales"  # gettext catalogs: the book's pages and the notebooks' Markdown
 
 
 def assignments(solutions=SOLUTIONS):

@@ -1,20 +1,32 @@
-"""Regenerate the student version of every assignment from solutions/.
+"""Regenerate the student version of every assignment from solutions/, in English and Spanish.
 
-The visible tests' stored values are brought up to date in solutions/ first. The student version lands in book/NN_ASSIGNMENT/assignment/ where the book offers it
-as a download. It is generated, never edited by hand: tests/test_release.py fails when
-it drifts from solutions/.
+The visible tests' stored values are brought up to date in solutions/ first. The student
+version lands in book/NN_ASSIGNMENT/assignment/ where the book offers it as a download,
+and its Spanish twin in book/NN_ASSIGNMENT/assignment/es/: the same notebook, cells, ids,
+metadata, code and tests, with the instructor's Markdown cells translated from
+locales/es/LC_MESSAGES/solutions/ASSIGNMENT.po (autograder/translation.py). Both are
+generated, never edited by hand: tests/test_release.py and tests/test_spanish_release.py
+fail when they drift from solutions/ and the catalogs.
 """
 
 import shutil
 import tempfile
 from pathlib import Path
 
-from autograder import paths, stored_values
+import nbformat
+
+from autograder import paths, stored_values, translation
 from autograder.judging.course_directory import CourseDirectory
 
 
-def release(assignment, solutions=paths.SOLUTIONS, book=paths.BOOK, refresh_stored=True):
-    """Generate one assignment's student notebooks into the book; return their paths.
+def spanish_version_folder(assignment, book=paths.BOOK):
+    """Where the Spanish student notebooks of an assignment live: assignment/es/."""
+    return paths.student_version_folder(assignment, book) / translation.LANGUAGE
+
+
+def release(assignment, solutions=paths.SOLUTIONS, book=paths.BOOK, refresh_stored=True, locales=paths.LOCALES):
+    """Generate one assignment's student notebooks into the book, English and Spanish;
+    return their paths.
 
     First, with refresh_stored, the visible tests' stored values in solutions/ are
     computed anew from the reference solution where they drifted (autograder/stored_values.py)."""
@@ -29,6 +41,13 @@ def release(assignment, solutions=paths.SOLUTIONS, book=paths.BOOK, refresh_stor
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(released, target)
+    english = sorted(Path(target).glob("*.ipynb"))
+    table = translation.translations(translation.catalog_path(assignment, locales))
+    spanish_folder = spanish_version_folder(assignment, book)
+    spanish_folder.mkdir()
+    for path in english:
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.write(translation.translate_notebook(notebook, table), spanish_folder / path.name)
     return sorted(Path(target).rglob("*.ipynb"))
 
 

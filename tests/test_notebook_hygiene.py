@@ -13,6 +13,7 @@ REPO = paths.REPO_ROOT
 LESSONS_AND_SOLUTIONS = sorted(
     p for p in list(paths.BOOK.rglob("*.ipynb")) + list(paths.SOLUTIONS.rglob("*.ipynb"))
     if "assignment" not in p.parent.name and ".ipynb_checkpoints" not in p.parts
+    and p.parent.parent.name != "assignment"  # the Spanish student versions, assignment/es/
 )
 CHAPTERS = sorted(p for p in paths.BOOK.glob("[0-9][0-9]_*") if p.is_dir())
 LESSONS = sorted(p for p in paths.BOOK.glob("[0-9][0-9]_*/lesson.ipynb"))

@@ -15,11 +15,20 @@ from the instructor's source notebook in solutions/:
 
 `assemble()` returns the notebook and notes for the student ("test_softmax was edited:
 the instructor's version was graded").
+
+A Spanish student version (`"lang": "es"` in its metadata; autograder/translation.py)
+is graded like the English one: the same cells, code and tests. Its instructor Markdown
+cells are the catalog's translation of the source's (not an edit), and the graded
+notebook, hence the feedback page, shows that translation. These cells lose their
+grade_id there, since nbgrader would otherwise put back the English text it knows by
+that id; they carry no points either way.
 """
 
 import copy
 
 import nbformat
+
+from autograder import translation
 
 
 def _meta(cell):
@@ -76,10 +85,27 @@ def _plain_copy(cell):
     return nbformat.v4.new_raw_cell(source)
 
 
+def _translations(student_notebook):
+    """{English message: translation} for a notebook in the catalogs' language, else {}."""
+    if translation.language_of(student_notebook) != translation.LANGUAGE:
+        return {}
+    try:
+        return translation.all_translations()
+    except Exception:  # catalogs that cannot be read: the English text, graded the same
+        return {}
+
+
 def assemble(source_notebook, student_notebook):
     """(graded notebook, notes): the instructor's cells around the student's answers."""
     notes = []
     instructor = source_notebook.cells
+    table = _translations(student_notebook)
+    translated = {}  # grade_id -> the student's language's text of an instructor Markdown cell
+    for cell in instructor:
+        if table and cell.cell_type == "markdown" and _grade_id(cell) and not _meta(cell).get("solution"):
+            text = translation.translate_source(str(cell.source), table)
+            if text != str(cell.source):
+                translated[_grade_id(cell)] = text
     by_id = {_grade_id(c): c for c in instructor if _grade_id(c)}
     solution_ids = {gid for gid, c in by_id.items() if _meta(c).get("solution")}
     fixed_ids = set(by_id) - solution_ids
@@ -102,7 +128,9 @@ def assemble(source_notebook, student_notebook):
             if seen_fixed[grade_id] == 2:
                 notes.append(f"cell {grade_id} appears more than once; the instructor's copy was graded once.")
             elif seen_fixed[grade_id] == 1:
-                if _normal(cell.get("source", "")) not in (_normal(original.source), _normal(released_source(original.source))):
+                given = _normal(cell.get("source", ""))
+                if given not in (_normal(original.source), _normal(released_source(original.source))) and \
+                        (grade_id not in translated or given != _normal(translated[grade_id])):
                     notes.append(f"cell {grade_id} was changed; the instructor's version was graded.")
                 if meta.get("solution") != _meta(original).get("solution") or \
                         meta.get("points") != _meta(original).get("points") or \
@@ -137,6 +165,10 @@ def assemble(source_notebook, student_notebook):
             if grade_id not in answers:
                 notes.append(f"the answer cell {grade_id} was missing; it was graded as empty.")
             new.source = answers.get(grade_id, "")
+        elif grade_id in translated:
+            new.source = translated[grade_id]
+            new.metadata["nbgrader"] = {"grade": False, "locked": False, "solution": False, "task": False,
+                                        "schema_version": _meta(cell).get("schema_version", 3)}
         cells.append(new)
         cells += extras.get(grade_id, [])
 

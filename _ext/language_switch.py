@@ -14,7 +14,8 @@ sphinx-external-toc adds the toctree of the root page, with the part captions of
 `_toc.yml`, after Sphinx has translated the page, so a caption would stay in English; the
 gettext builder still extracts it into the root page's catalog, and this extension
 translates it from there. So does the book's title (`html_title`, the root page's title),
-and the search field's placeholder, which Jupyter Book sets in English.
+and the search field's placeholder, which Jupyter Book sets in English. And a download of
+a student notebook gives the edition's own version of it, where there is one.
 """
 
 import gettext
@@ -116,8 +117,31 @@ def translate_title(app):
             return
 
 
+def translated_downloads(app, doctree):
+    """In the Spanish edition, a download of a student notebook (`assignment/NAME.ipynb`)
+    gives the Spanish version that `make release` writes beside it
+    (`assignment/es/NAME.ipynb`, autograder/release.py), where there is one. The catalogs
+    keep the English target (tests/test_translations.py): the target is changed here,
+    before Sphinx collects the page's downloads. The file keeps its name, NAME.ipynb,
+    which the grader expects."""
+    language = _language(app.config)
+    if language == "en":
+        return
+    for node in doctree.findall(addnodes.download_reference):
+        target = node.get("reftarget", "")
+        folder, name = posixpath.split(target)
+        if not name.endswith(".ipynb") or posixpath.basename(folder) != "assignment":
+            continue
+        translated = posixpath.join(folder, language, name)
+        _relative, filename = app.env.relfn2path(translated, app.env.docname)
+        if Path(filename).is_file():
+            node["reftarget"] = translated
+
+
 def setup(app):
     app.add_config_value("language_editions", DEFAULT_EDITIONS, "html")
+    # before Sphinx's DownloadFileCollector (priority 500) copies the file to _downloads/
+    app.connect("doctree-read", translated_downloads, priority=400)
     app.connect("builder-inited", translate_title)
     app.connect("html-page-context", add_switch)
     # after sphinx-external-toc has inserted the root page's toctree

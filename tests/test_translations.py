@@ -62,7 +62,8 @@ def read_catalog(page):
 
 # -- what must not change -------------------------------------------------------------
 
-ROLE = re.compile(r"(?<![`\w])\{([A-Za-z][\w:.-]*)\}`([^`]*)`")  # not `{x}` closing a code span
+# A role ({doc}`page`) or a code span (`x`, whose text may look like a role: `head {h}`)
+ROLE_OR_CODE = re.compile(r"(?<!\w)\{([A-Za-z][\w:.-]*)\}(`+)|(`+)")
 DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$")
 CODE = re.compile(r"(`+)(.+?)\1", re.S)
@@ -95,6 +96,27 @@ def math_key(math):
     return " ".join("".join(kept).split())
 
 
+def role_spans(text):
+    """(start, end, name, content) of each role of `text`, read left to right as MyST
+    does, so that what is inside a code span is never taken for a role."""
+    spans, position = [], 0
+    while (match := ROLE_OR_CODE.search(text, position)) is not None:
+        ticks = match.group(2) or match.group(3)
+        end = text.find(ticks, match.end())
+        if end < 0:
+            break
+        if match.group(1) is not None:
+            spans.append((match.start(), end + len(ticks), match.group(1), text[match.end():end]))
+        position = end + len(ticks)
+    return spans
+
+
+def without_roles(text):
+    for start, end, _, _ in reversed(role_spans(text)):
+        text = text[:start] + " " + text[end:]
+    return text
+
+
 def _role_key(name, content):
     # `{ref}`text <target>``: the text is translated, the target is not
     match = re.fullmatch(r"(.*?)\s*<([^<>]+)>", content, re.S)
@@ -107,9 +129,9 @@ def invariants(text):
     """What a translation must keep from `text`: a dict kind -> Counter of items."""
     found = collections.defaultdict(collections.Counter)
     rest = text
-    for name, content in ROLE.findall(rest):
+    for _, _, name, content in role_spans(rest):
         found["role"][_role_key(name, content)] += 1
-    rest = ROLE.sub(" ", rest)
+    rest = without_roles(rest)
     for match in CODE.finditer(rest):
         found["code"][match.group(2).strip()] += 1
     rest = CODE.sub(" ", rest)
@@ -130,7 +152,7 @@ def is_equation(msgid):
     """A message that is a display equation (an amsmath environment or a math block):
     LaTeX commands and no `$`. Its translation is the equation itself, the words of its
     `\\text{...}` translated."""
-    return "$" not in msgid and LATEX_COMMAND.search(msgid) is not None and not ROLE.search(msgid)
+    return "$" not in msgid and LATEX_COMMAND.search(msgid) is not None and not role_spans(msgid)
 
 
 def entry_problems(msgid, msgstr):
@@ -197,7 +219,7 @@ def terminology_problems(page, catalog, terms):
         if not message.id or not message.string or is_equation(message.id):
             continue
         # a term inside code (`mask=None`) is a name, kept as it is in the Spanish too
-        english = CODE.sub(" ", ROLE.sub(" ", english_text(message.id)))
+        english = CODE.sub(" ", without_roles(english_text(message.id)))
         for term in terms:
             if not english_pattern(term["en"]).search(english):
                 continue
@@ -323,6 +345,10 @@ def test_checks_catch_what_they_claim():
     assert not entry_problems("{ref}`the list <intro-chapters>`", "{ref}`la lista <intro-chapters>`")
     assert entry_problems("{ref}`the list <intro-chapters>`", "{ref}`la lista <chapters>`")
     assert entry_problems("[the page](https://a.org/x)", "[la página](https://a.org/y)")
+    # `{h}` inside a code span is code, not a role: the prose after it is translated
+    assert not entry_problems("`head {h}` gives `head 3`, see {doc}`glossary`.",
+                              "`head {h}` da `head 3`, véase {doc}`glossary`.")
+    assert entry_problems("`head {h}` gives `head 3`.", "`cabeza {h}` da `head 3`.")
     assert entry_problems("Row {row} sums to %s", "La fila {fila} suma %s")
     assert entry_problems("1. The bottleneck, measured", "1. El cuello de botella, medido")
     assert not entry_problems("1. The bottleneck, measured", "1\\. El cuello de botella, medido")

@@ -44,11 +44,14 @@ book-es: $(STAMP) book-en
 
 # After a change to an English page or an assignment's Markdown: extract the messages (no
 # notebook runs; the assignments' into _build/gettext/solutions/) and merge them into the
-# Spanish catalogs; a changed sentence becomes a fuzzy entry to review.
+# Spanish catalogs; a changed sentence becomes a fuzzy entry to review. The grader's words,
+# the catalogues' explanations and the test messages (autograder/reporting/language.py)
+# into grader.pot, diagnoses/ and tests/, merged the same way.
 translations: $(STAMP)
 	$(BIN)/jupyter-book config sphinx . >/dev/null
 	$(SPHINX_ES) -b gettext -q -D nb_execution_mode=off -d _build/.doctrees-gettext . _build/gettext
 	$(BIN)/python -m autograder.translation templates _build/gettext >/dev/null
+	$(BIN)/python -m autograder.reporting.language templates _build/gettext >/dev/null
 	$(BIN)/sphinx-intl update -p _build/gettext -l es -d locales
 
 # The Debian packages of .ci/debian-packages.txt, checked before anything else: installed

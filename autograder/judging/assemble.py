@@ -173,6 +173,8 @@ def assemble(source_notebook, student_notebook):
         cells += extras.get(grade_id, [])
 
     notebook = nbformat.v4.new_notebook(cells=[], metadata=copy.deepcopy(source_notebook.metadata))
+    if table:  # the student's language, which the feedback speaks (autograder/reporting/language.py)
+        notebook.metadata[translation.METADATA_KEY] = translation.language_of(student_notebook)
     for cell in cells:
         fresh = {"cell_type": cell.cell_type, "metadata": cell.get("metadata", {}), "source": cell.source}
         if cell.cell_type == "code":

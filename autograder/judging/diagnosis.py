@@ -49,7 +49,7 @@ VALUES = "__autograder_probe_values__"
 PROBES = "__autograder_probes__"
 
 DIAGNOSIS_FAILED = ("The diagnosis of the functions that lost points could not be made ({error}); "
-                    "the grade stands, and no known mistake is named.")
+                    "the grade stands, and no known mistake is named.")  # a note for the instructor: English
 
 
 def short_error(error):
@@ -299,9 +299,15 @@ def diagnose(assignment, reference_cells, probed):
             for function, answer in found.items() if answer is not None}
 
 
-def sentence(label, mistake_id, explanation):
-    """What the feedback says of a function that behaves like a catalogued mistake."""
-    return f"Your {label} behaves like a known mistake ({mistake_id}): {explanation}"
+def sentence(label, mistake_id, explanation, language=""):
+    """What the feedback says of a function that behaves like a catalogued mistake, in the
+    notebook's `language` (autograder/reporting/language.py: the explanation from the
+    catalogue's catalog)."""
+    from autograder.reporting import language as lang
+
+    _ = lang.words(language)
+    return _("Your {label} behaves like a known mistake ({mistake_id}): {explanation}", label=label,
+             mistake_id=mistake_id, explanation=lang.explanation(explanation, language))
 
 
 UNREADABLE = "(this answer is not shown: it could not be parsed and written back without its words)"

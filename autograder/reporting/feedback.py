@@ -62,14 +62,65 @@ from pathlib import Path
 
 from traitlets import Bool, Float, Unicode
 
+from autograder import translation
 from autograder.judging import assemble
-from autograder.reporting import summary
+from autograder.reporting import language, summary
+from autograder.reporting.language import N_
 
 _IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)")
 _ICON_FONT = re.compile(r"@font-face\s*\{font-family:\s*['\"]Glyphicons Halflings['\"][^}]*\}")
 _FOCUSABLE = re.compile(r'(<div class="[^"]*\bjp-(?:Cell-inputWrapper|OutputArea-output)\b[^"]*")(?![^>]*tabindex)')
 
-HIDDEN_TESTS_NOTE = "# (hidden tests: not shown)"
+HIDDEN_TESTS_NOTE = N_("# (hidden tests: not shown)")
+STATUSES = (N_("passed"), N_("failed"))  # a test's outcome, in its heading (the template translates it)
+# The words of nbgrader's own feedback template, which this page extends (its macros, not
+# blocks, write them): replaced where they stand in a page in another language.
+NBGRADER_WORDS = (
+    ('<span class="nbgrader-label">{}</span>', N_("Student's answer")),
+    ('<span class="nbgrader-label">{}</span>', N_("Student's task")),
+    ('<a href="#top">{}</a>', N_("(Top)")),
+    ('<b>{}</b>', N_("Comments:")),
+    ('<span class="pull-right">\n      {} ', N_("Score:")),
+)
+
+
+# The lateness sentence (autograder/records/lateness.py's lateness_note), read back into its parts.
+_LATENESS = re.compile(r"Submitted (?P<late>.+?) after the due date \((?P<due>[^()]*) UTC\); (?P<rule>.+)\.\Z",
+                       re.DOTALL)
+_RULES = {"no penalty is set for late submissions": N_("no penalty is set for late submissions"),
+          "a late submission scores zero": N_("a late submission scores zero")}
+_PER_DAY = re.compile(r"(?P<percent>[\d.e+-]+)% of the points earned per day, or part of a day, late\Z")
+
+
+def lateness_sentence(note, words):
+    """The lateness sentence in the language of `words`; as it is where it is not one
+    lateness_note writes."""
+    _ = words
+    match = _LATENESS.match(note) if words.language else None
+    if not match:
+        return note
+    late = re.sub(r"\b(\d+) days?\b", lambda m: _("{count} day", count=m.group(1)) if m.group(1) == "1"
+                  else _("{count} days", count=m.group(1)), match.group("late"))
+    rule = match.group("rule")
+    per_day = _PER_DAY.match(rule)
+    if rule in _RULES:
+        rule = _(_RULES[rule])
+    elif per_day:
+        rule = _("{percent}% of the points earned per day, or part of a day, late",
+                 percent=per_day.group("percent"))
+    else:
+        return note
+    return _("Submitted {late} after the due date ({due} UTC); {rule}.", late=late, due=match.group("due"), rule=rule)
+
+
+def nbgrader_words(page, words):
+    """`page` with the words of nbgrader's template in the language of `words`."""
+    if not words.language:
+        return page
+    for markup, english in NBGRADER_WORDS:
+        page = page.replace(markup.format(english), markup.format(words(english)))
+    return page
+
 
 # The page may use its own inline styles and embedded (data:) images and fonts; nothing else.
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; object-src 'none'; frame-src 'none'; "
@@ -328,7 +379,7 @@ class FeedbackExporter(HTMLExporter):
         """The template's filter `summarize`: the summary table's rows, and each test cell's
         outcome for its heading (in resources["test_outcomes"]). Called by the template, after
         nbgrader's GetGrades has put each test's score in the notebook."""
-        functions = summary.functions(nb, self._outcome, self._diagnosed(resources))
+        functions = summary.functions(nb, self._outcome, self._diagnosed(resources), translation.language_of(nb))
         outcomes = {}
         for function in functions:
             for index, test in enumerate(function.tests):
@@ -338,13 +389,15 @@ class FeedbackExporter(HTMLExporter):
                                    note=function.not_attempted_sentence if index == 0 else "")
                 outcomes[test.name] = outcome
         resources["test_outcomes"] = outcomes
-        resources["lateness"] = self.lateness
+        resources["lateness"] = lateness_sentence(self.lateness, language.words(translation.language_of(nb)))
         return functions
 
     def _page(self, nb, resources):
         """What heads the page: the assignment's title, the student's id, the date of grading."""
         grading = resources.get("nbgrader", {})
-        return {"title": assignment_title(nb) or str(grading.get("assignment") or grading.get("notebook") or ""),
+        code = translation.language_of(nb)
+        return {"lang": code if language.is_translated(code) else "en",
+                "title": assignment_title(nb) or str(grading.get("assignment") or grading.get("notebook") or ""),
                 "student": str(grading.get("student") or ""),
                 "graded_on": self.graded_on or datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
 
@@ -402,10 +455,11 @@ class FeedbackExporter(HTMLExporter):
         begin = hidden.get("begin_test_delimeter", "BEGIN HIDDEN TESTS")
         end = hidden.get("end_test_delimeter", "END HIDDEN TESTS")
         self._test_errors = {}
+        note = language.words(translation.language_of(nb))(HIDDEN_TESTS_NOTE)
         for cell in nb.cells:
             test_cell = is_test_cell(cell)
             if test_cell and not self.show_hidden_tests:
-                cell.source = released_source(_text(cell.get("source", "")), begin, end)
+                cell.source = released_source(_text(cell.get("source", "")), begin, end, note=note)
                 grade_id = str(cell.metadata.nbgrader.get("grade_id", "?"))
                 self._test_errors[grade_id] = summary.error_message(cell)
                 cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "error"]
@@ -428,11 +482,13 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
         self.register_filter("summarize", self._summarize)
+        self.environment.globals["_"] = language.words(translation.language_of(nb))  # the page's own words
         resources["page"] = self._page(nb, resources)
         page, resources = TemplateExporter.from_notebook_node(self, self._feedback_notebook(nb), resources, **kw)
         page = _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page)
         page = _FOCUSABLE.sub(r'\1 tabindex="0"', page)
         page = _ICON_FONT.sub("", page)  # bootstrap's icon font: a file the page may not load (and no icon is used)
+        page = nbgrader_words(page, language.words(translation.language_of(nb)))
         return _secure_page(page, self.typeset_math), resources
 
     def from_notebook_node(self, nb, resources=None, **kw):
@@ -441,13 +497,14 @@ class FeedbackExporter(HTMLExporter):
             with _time_limit(self.render_timeout):
                 return self._render(nb, resources, **kw)
         except (_RenderTimeout, RecursionError) as problem:
+            _ = language.words(translation.language_of(nb))
             if isinstance(problem, _RenderTimeout):
-                why = f"within the time limit ({self.render_timeout:g} s)"
+                why = _("within the time limit ({seconds:g} s)", seconds=self.render_timeout)
             else:
-                why = "(too deeply nested)"
+                why = _("(too deeply nested)")
             self.log.warning("Feedback page %s could not be rendered %s; writing a short page instead",
                              resources.get("nbgrader", {}).get("notebook", ""), why)
-            return fallback_page(nb, resources, why), resources
+            return fallback_page(nb, resources, why, translation.language_of(nb)), resources
 
 
 @contextlib.contextmanager
@@ -568,14 +625,19 @@ def cell_outcomes(nb):
     return outcomes
 
 
-def fallback_page(nb, resources, why):
+def fallback_page(nb, resources, why, language_code=""):
     """A short plain page: the tests' outcomes, without the notebook."""
+    _ = language.words(language_code)
     name = html.escape(str(resources.get("nbgrader", {}).get("notebook", "")
                            or resources.get("metadata", {}).get("name", "notebook")))
-    rows = "\n".join(f"<tr><td><code>{html.escape(grade_id)}</code></td><td>{'passed' if ok else 'failed'}</td></tr>"
+    outcome = {True: _("passed"), False: _("failed")}
+    rows = "\n".join(f"<tr><td><code>{html.escape(grade_id)}</code></td><td>{outcome[ok]}</td></tr>"
                      for grade_id, ok in cell_outcomes(nb))
+    test, result = _("test"), _("result")
+    sentence = _("This feedback page could not be rendered {why}. Your grade is not affected:\n"
+                 "it was recorded before this page was made. The tests of this notebook:", why=html.escape(why))
     return f"""<!DOCTYPE html>
-<html lang="en">
+<html lang="{'es' if language.is_translated(language_code) else 'en'}">
 <head>
 <meta charset="utf-8">
 {_CSP_META}
@@ -583,10 +645,9 @@ def fallback_page(nb, resources, why):
 </head>
 <body>
 <h1>{name}</h1>
-<p>This feedback page could not be rendered {html.escape(why)}. Your grade is not affected:
-it was recorded before this page was made. The tests of this notebook:</p>
+<p>{sentence}</p>
 <table>
-<tr><th>test</th><th>result</th></tr>
+<tr><th>{test}</th><th>{result}</th></tr>
 {rows}
 </table>
 </body>

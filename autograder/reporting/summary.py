@@ -17,7 +17,9 @@ a stub with a test that failed on anything else.
 import ast
 from dataclasses import dataclass, field
 
+from autograder import translation
 from autograder.judging import diagnosis
+from autograder.reporting import language as lang
 
 # What a test that failed on an untouched stub says: the stub's error, or (a test that reads
 # the answer's code rather than calling it) "NAME is not written yet: this test reads its
@@ -32,6 +34,12 @@ class Test:
     earned: float
     status: str  # "passed", "failed" or "hidden" (validate: a cell of hidden tests only)
     message: str = ""  # what a failed test said
+    translated: str = ""  # that message in the notebook's language (autograder/reporting/language.py)
+
+    @property
+    def text(self):
+        """The message as the student reads it."""
+        return self.translated or self.message
 
 
 @dataclass
@@ -40,6 +48,7 @@ class Function:
     tests: list = field(default_factory=list)
     diagnosis: str = ""  # "behaves like ...", or empty
     stub: bool = False  # its answer cell is still the stub it was given
+    language: str = ""  # the notebook's ("es": the grader's words in Spanish)
 
     @property
     def points(self):
@@ -62,9 +71,12 @@ class Function:
 
     @property
     def not_attempted_sentence(self):
-        count = len(self.failed)
-        return (f"Not attempted: `{self.name}` still raises NotImplementedError, as it was given, "
-                f"so {'its test fails' if count == 1 else f'its {count} tests fail'} until you write it.")
+        count, _ = len(self.failed), lang.words(self.language)
+        if count == 1:
+            return _("Not attempted: `{name}` still raises NotImplementedError, as it was given, "
+                     "so its test fails until you write it.", name=self.name)
+        return _("Not attempted: `{name}` still raises NotImplementedError, as it was given, "
+                 "so its {count} tests fail until you write it.", name=self.name, count=count)
 
 
 def _grade(cell):
@@ -114,30 +126,35 @@ def is_stub(source):
         _raises_not_implemented(f.body[-1]) and all(_given(s) for s in f.body[:-1]) for f in defined)
 
 
-def functions(nb, outcome, diagnosed=None):
+def functions(nb, outcome, diagnosed=None, language=None):
     """[Function] in notebook order. `outcome(cell) -> (status, earned, message)` says how each
     test cell ended; `diagnosed`: function -> {"id", "explanation"} (autograder/judging/diagnosis.py).
-    Test cells above the first answer cell are listed under "setup"."""
+    Test cells above the first answer cell are listed under "setup". `language`: the
+    notebook's (its metadata's, by default), in which the messages and diagnoses are given."""
     diagnosed = diagnosed or {}
+    language = translation.language_of(nb) if language is None else language
     found, current = [], None
     for cell in nb.get("cells", []):
         meta = _grade(cell)
         if cell.get("cell_type") == "code" and meta.get("solution"):
             source = cell.get("source", "")
             current = Function(str(meta.get("grade_id", "?")),
-                               stub=is_stub("".join(source) if isinstance(source, list) else source))
+                               stub=is_stub("".join(source) if isinstance(source, list) else source),
+                               language=language)
             found.append(current)
         elif cell.get("cell_type") == "code" and meta.get("grade"):
             if current is None:
-                current = Function("setup")
+                current = Function("setup", language=language)
                 found.append(current)
             status, earned, message = outcome(cell)
             current.tests.append(Test(str(meta.get("grade_id", "?")), float(meta.get("points", 0) or 0),
-                                      float(earned), status, message))
+                                      float(earned), status, message,
+                                      lang.translate_message(message, language) if message else ""))
     for function in found:
         mistake = diagnosed.get(function.name)
         if mistake and function.earned < function.points and not function.not_attempted:  # full marks: no label
-            function.diagnosis = diagnosis.sentence(f"`{function.name}`", mistake["id"], mistake["explanation"])
+            function.diagnosis = diagnosis.sentence(f"`{function.name}`", mistake["id"], mistake["explanation"],
+                                                    language)
     return [f for f in found if f.tests]
 
 
@@ -151,22 +168,25 @@ def graded_outcome(cell, message=None):
     return ("passed" if passed else "failed"), earned, message
 
 
-def as_text(functions, hidden_note=True):
-    """The summary as lines of text (what `validate` prints)."""
-    lines = []
+def as_text(functions, hidden_note=True, language=""):
+    """The summary as lines of text (what `validate` prints), in `language`."""
+    lines, _ = [], lang.words(language)
     width = max([len(f.name) for f in functions] + [8])
     for function in functions:
         shown = [t for t in function.tests if t.status != "hidden"]
         hidden = [t for t in function.tests if t.status == "hidden"]
         points = sum(t.points for t in shown)
         state = "ok  " if not function.failed else "FAIL"
-        extra = f" (+{sum(t.points for t in hidden):g} in hidden tests)" if hidden and hidden_note else ""
-        lines.append(f"{state} {function.name:<{width}} {function.earned:g} / {points:g} points{extra}")
+        extra = _(" (+{points:g} in hidden tests)", points=sum(t.points for t in hidden)) \
+            if hidden and hidden_note else ""
+        name = function.name.ljust(width)
+        lines.append(_("{state} {name} {earned:g} / {points:g} points{extra}", state=state, name=name,
+                       earned=function.earned, points=points, extra=extra))
         if function.not_attempted:
             lines.append(f"       {function.not_attempted_sentence}")
             continue
         for test in function.failed:
-            lines.append(f"       {test.name}: {test.message}")
+            lines.append(f"       {test.name}: {test.text}")
         if function.diagnosis:
             lines.append(f"       {function.diagnosis}")
     return lines

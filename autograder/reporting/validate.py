@@ -14,7 +14,8 @@ import nbformat
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
 
-from autograder.reporting import summary
+from autograder import translation
+from autograder.reporting import language, summary
 from autograder.judging.course_directory import KERNEL_ENV
 
 
@@ -49,6 +50,7 @@ class Validation(list):
     function (autograder/reporting/summary.py), as the feedback page shows it."""
 
     functions = ()
+    language = ""  # the notebook's: the summary's words and messages in it
 
 
 def validate(path, timeout=120):
@@ -67,6 +69,7 @@ def validate(path, timeout=120):
             else:
                 os.environ[key] = value
     report = Validation()
+    report.language = translation.language_of(notebook)
     outcomes = {}
     for cell in notebook.cells:
         if not is_grade(cell) or cell.cell_type != "code":
@@ -88,23 +91,29 @@ def validate(path, timeout=120):
 
 def print_report(report, emit=print):
     functions = getattr(report, "functions", ())
+    code = getattr(report, "language", "")
+    _ = language.words(code)
     if functions:
-        emit("Summary (visible tests; the hidden ones run when your work is graded):")
-        for line in summary.as_text(functions):
+        emit(_("Summary (visible tests; the hidden ones run when your work is graded):"))
+        for line in summary.as_text(functions, language=code):
             emit("  " + line)
         emit("")
     marks = {"pass": "PASS  ", "fail": "FAIL  ", "hidden": "HIDDEN"}
     for name, status, points, message in report:
-        emit(f"{marks[status]} {name} ({points:g} point{'s' if points != 1 else ''}): {message}")
+        if status == "fail":
+            message = language.translate_message(message, code)
+        count = _("{points:g} point", points=points) if points == 1 else _("{points:g} points", points=points)
+        emit(f"{marks[status]} {name} ({count}): {message}")
     failed = [r for r in report if r[1] == "fail"]
     hidden = [r for r in report if r[1] == "hidden"]
     emit("")
     if failed:
         names = [f.name for f in functions if f.failed]
-        where = f" (in {', '.join(names)})" if names else ""
-        emit(f"{len(failed)} visible test(s) fail{where}. Fix them before you submit.")
+        where = _(" (in {names})", names=", ".join(names)) if names else ""
+        emit(_("{count} visible test(s) fail{where}. Fix them before you submit.", count=len(failed), where=where))
     else:
-        emit("Every visible test passes.")
+        emit(_("Every visible test passes."))
     if hidden:
-        emit(f"{len(hidden)} test cell(s) hold only hidden tests; they run when your work is graded.")
+        emit(_("{count} test cell(s) hold only hidden tests; they run when your work is graded.",
+               count=len(hidden)))
     return 1 if failed else 0

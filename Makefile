@@ -33,25 +33,35 @@ book-en: $(STAMP)
 
 # The Spanish edition (book/translating.md): `jupyter-book build` does not pass
 # `-D language`, so Sphinx builds it from the configuration that Jupyter Book generates
-# (conf.py, not in git), with the same strictness, the catalogs of locales/es/, and the
-# English edition's cache of executed notebooks (nothing runs twice).
+# (conf.py, not in git), with the same strictness and the catalogs of locales/es/. It
+# executes the lessons itself, with COURSE_LANGUAGE=es (course/figure_words.py: the
+# figures' words from locales/es/LC_MESSAGES/figures.po), into its own cache; a changed
+# translation in figures.po, or a change to the hook, runs them again.
 SPHINX_ES := PYTHONPATH=_ext $(BIN)/sphinx-build -c .
+ES_CACHE  := _build/.jupyter_cache_es
+FIGURES   := locales/es/LC_MESSAGES/figures.po
 
 book-es: $(STAMP) book-en
 	$(BIN)/jupyter-book config sphinx . >/dev/null
-	$(SPHINX_ES) -b html -W -n --keep-going -q -D language=es \
-	  -D nb_execution_cache_path=_build/.jupyter_cache -d _build/.doctrees-es . _build/html/es
+	@$(BIN)/python -m course.figure_words digest $(FIGURES) | cmp -s - $(ES_CACHE).digest \
+	  || rm -rf $(ES_CACHE) $(ES_CACHE).digest _build/.doctrees-es
+	COURSE_LANGUAGE=es $(SPHINX_ES) -b html -W -n --keep-going -q -D language=es \
+	  -D nb_execution_cache_path=$(ES_CACHE) -d _build/.doctrees-es . _build/html/es
+	$(BIN)/python -m course.figure_words digest $(FIGURES) > $(ES_CACHE).digest
 
 # After a change to an English page or an assignment's Markdown: extract the messages (no
 # notebook runs; the assignments' into _build/gettext/solutions/) and merge them into the
 # Spanish catalogs; a changed sentence becomes a fuzzy entry to review. The grader's words,
 # the catalogues' explanations and the test messages (autograder/reporting/language.py)
-# into grader.pot, diagnoses/ and tests/, merged the same way.
+# into grader.pot, diagnoses/ and tests/, merged the same way. The figures'
+# words come from the lessons that `make book-es` executed (figures.pot; none written,
+# and figures.po left as it is, until that build is today's).
 translations: $(STAMP)
 	$(BIN)/jupyter-book config sphinx . >/dev/null
 	$(SPHINX_ES) -b gettext -q -D nb_execution_mode=off -d _build/.doctrees-gettext . _build/gettext
 	$(BIN)/python -m autograder.translation templates _build/gettext >/dev/null
 	$(BIN)/python -m autograder.reporting.language templates _build/gettext >/dev/null
+	$(BIN)/python -m course.figure_words template _build/gettext/figures.pot
 	$(BIN)/sphinx-intl update -p _build/gettext -l es -d locales
 
 # The Debian packages of .ci/debian-packages.txt, checked before anything else: installed

@@ -2,7 +2,8 @@
 notebook gets its feedback page, summary, diagnoses and test messages in Spanish, an
 English one as before.
 
-* The catalogs (grader.po, diagnoses/ASSIGNMENT.po, tests/ASSIGNMENT.po under
+* The catalogs (grader.po, diagnoses/ASSIGNMENT.po, tests/ASSIGNMENT.po and
+  tests/_grader.po, the grader's own words in a test's message, under
   locales/es/LC_MESSAGES/) hold today's English and, for the assignments translated so
   far, every entry translated and faithful (tests/test_translations.py's checks).
 * A test message is translated by its templates: fields filled back, a hint after a
@@ -66,6 +67,18 @@ def test_grader_catalog_current_complete_faithful():
     assert _ids(catalog) == _ids(language.grader_template()), \
         _behind("grader.po", _ids(language.grader_template()), _ids(catalog))
     problems = book_catalogs.catalog_problems("grader", catalog)
+    assert not problems, "\n".join(problems)
+
+
+def test_grader_messages_catalog_current_complete_faithful():
+    """tests/_grader.po: what the grader itself writes into a test's message (a crash, a
+    limit, a test that did not run, the student's exception), cut from its modules."""
+    catalog = _read(language.grader_messages_catalog())
+    today = _ids(language.grader_messages_template())
+    assert _ids(catalog) == today, _behind("tests/_grader.po", today, _ids(catalog))
+    problems = book_catalogs.catalog_problems("tests/_grader", catalog)
+    problems += [f"tests/_grader.po, {m.id!r}: its fields differ" for m in catalog
+                 if m.id and sorted(language.FIELD.findall(m.id)) != sorted(language.FIELD.findall(m.string))]
     assert not problems, "\n".join(problems)
 
 
@@ -140,6 +153,26 @@ def test_a_field_keeps_its_spaces():
     assert language.translate_message(english, "es") == (
         "AssertionError: softmax de un arreglo float64 devolvió float32; debe devolver float64. "
         "No conviertas a float32.")
+
+
+def test_the_graders_own_words_in_a_message_are_translated():
+    """A message the grader writes (referee.py, executor.py, crashes.py...) in Spanish, the
+    student's own exception text (Python's words) kept as it is inside it."""
+    name_error = ("NameError: your code raised NameError: name 'causal_mask' is not defined: did its cell run "
+                  "without an error?")
+    not_run = "NotRun: This test did not run: the notebook ran past its time limit (600 s)"
+    crashed = ("This test did not run: the kernel was stopped because it used more than its memory limit "
+               "(4 GiB) while attend was tested (in test_attend), so the remaining tests of attend were not run.")
+    spanish = {name_error: "NameError: tu código lanzó NameError: name 'causal_mask' is not defined: ¿se ejecutó "
+                           "su celda sin errores?",
+               not_run: "NotRun: Esta prueba no se ejecutó: el cuaderno superó su tiempo límite (600 s)",
+               crashed: "Esta prueba no se ejecutó: el núcleo se detuvo porque usó más memoria que su límite "
+                        "(4 GiB) mientras se probaba attend (en test_attend), así que las pruebas restantes de "
+                        "attend no se ejecutaron."}
+    for english, translated in spanish.items():
+        assert language.translate_message(english, "es") == translated
+        assert language.translate_message(english, "") == english
+        assert language.translate_message(english, "en") == english
 
 
 @pytest.mark.parametrize("message", [
@@ -323,6 +356,8 @@ def test_terminology_follows_the_glossary():
         return [SimpleNamespace(id=names.sub(" ", m.id), string=m.string) for m in catalog if m.id]
 
     problems = book_catalogs.terminology_problems("grader", prose(_read(language.grader_catalog())), terms)
+    problems += book_catalogs.terminology_problems("tests/_grader", prose(_read(language.grader_messages_catalog())),
+                                                   terms)
     for assignment in TRANSLATED:
         for name, path in (("diagnoses", language.diagnoses_catalog(assignment)),
                            ("tests", language.tests_catalog(assignment))):

@@ -19,6 +19,9 @@ OUT`), so that a changed English string becomes a fuzzy entry:
   fields are filled back into the Spanish template; a message made of several sentences
   (a hint after a statement) is matched piece by piece. A message that matches nothing
   stays as it was.
+  `tests/_grader.po` holds, cut the same way from MESSAGE_MODULES, the grader's own
+  words that a test's message may hold (a crash, a limit, a test that did not run, "your
+  code raised NameError: ..." with the student's exception text inside, kept as it is).
 
 An entry untranslated or fuzzy keeps its English, as Sphinx does. Translating never
 raises: a fault is logged and the English shown (nothing after a test ran changes a
@@ -61,6 +64,18 @@ def diagnoses_catalog(assignment, locales=paths.LOCALES):
 
 def tests_catalog(assignment, locales=paths.LOCALES):
     return folder(locales) / "tests" / f"{assignment}.po"
+
+
+GRADER_MESSAGES = "_grader"  # tests/_grader.po: the grader's own words in a test's message
+# The modules whose strings reach a test's message (a crash, a time or memory limit, a
+# test that did not run, the student's exception as the kernel's agent reports it).
+MESSAGE_MODULES = ("judging/referee.py", "judging/testing.py", "judging/crashes.py", "judging/executor.py",
+                   "judging/kernel_start.py", "judging/kernel.py", "isolation/agent.py",
+                   "isolation/bounded.py")
+
+
+def grader_messages_catalog(locales=paths.LOCALES):
+    return tests_catalog(GRADER_MESSAGES, locales)
 
 
 def _table(path):
@@ -126,6 +141,8 @@ def explanation(text, language=""):
 
 FIELD = re.compile(r"\{(\w+)\}")
 PROSE = re.compile(r"[A-Za-z]{2,}[,;:.]?\s+[A-Za-z]{2,}")  # two words at least: a sentence, not a name
+# the grader's words: "during a test" too (a test cell's catalog keeps PROSE, as it was cut)
+SHORT_PROSE = re.compile(r"[A-Za-z]{2,}[,;:.]?\s+(?:[A-Za-z]\s+)?[A-Za-z]{2,}")
 
 
 def _field_name(node):
@@ -178,7 +195,7 @@ def _in_comparison(node, parents):
     return False
 
 
-def templates_in(source):
+def templates_in(source, prose=PROSE):
     """The templates of the prose strings of one cell's code, in order, each once."""
     try:
         tree = ast.parse(source)
@@ -198,7 +215,7 @@ def templates_in(source):
         if text is None:
             continue
         text = text.strip()
-        if PROSE.search(FIELD.sub(" ", text)) and text not in found:
+        if prose.search(FIELD.sub(" ", text)) and text not in found:
             found.append(text)
     return found
 
@@ -228,11 +245,33 @@ def test_templates(assignment, solutions=paths.SOLUTIONS):
     return found
 
 
+def grader_message_templates(root=paths.REPO_ROOT / "autograder"):
+    """[(template, location)] of the grader's own words that a test's message may hold,
+    cut from MESSAGE_MODULES as `templates_in` cuts a test cell (code excepted)."""
+    found, seen = [], set()
+    for module in MESSAGE_MODULES:
+        for text in templates_in((Path(root) / module).read_text(encoding="utf-8"), SHORT_PROSE):
+            if text not in seen and "\n" not in text and not text.startswith("<"):
+                seen.add(text)
+                found.append((text, f"autograder/{module}"))
+    return found
+
+
+ADJACENT = re.compile(r"\{(\w+)\}\s+\{(\w+)\}")
+
+
 class Template:
-    """An English template compiled to a pattern, and its translation."""
+    """An English template compiled to a pattern, and its translation. Two fields side by
+    side in both (`{why} {where}`) are matched as one, translated as a sequence."""
 
     def __init__(self, english, spanish):
         self.english, self.spanish = english, spanish
+        for first, second in ADJACENT.findall(english):
+            joint = f"{{{first}}} {{{second}}}"
+            if joint in english and joint in spanish:
+                english = english.replace(joint, f"{{{first}__{second}}}")
+                spanish = spanish.replace(joint, f"{{{first}__{second}}}")
+        self.spanish = spanish
         pieces = FIELD.split(english)  # literal, name, literal, name, ..., literal
         self.fields = pieces[1::2]
         pattern, named = "", set()
@@ -279,6 +318,11 @@ class _OutOfTime(Exception):
 def _translate_text(text, depth, deadline):
     """`text` translated, or itself where it is not (a name, a number, or no template)."""
     translated = _translated(text, depth, deadline)
+    exception = re.match(r"\s*([A-Za-z_][\w.]*Error|[A-Za-z_][\w.]*Exception): ", text)
+    if translated is None and exception:  # "NameError: name 'x' is not defined: did its cell..."
+        rest = _translated(text[exception.end():], depth, deadline)
+        if rest is not None:
+            return text[:exception.end()] + rest
     if translated is None:
         return text
     core = text.strip()
@@ -289,7 +333,7 @@ def _translate_text(text, depth, deadline):
 def _translated(text, depth, deadline):
     """`text` matched whole by a template, or as a sequence of templates; else None."""
     stripped = text.strip()
-    if not stripped or depth > MAX_DEPTH or not PROSE.search(stripped):
+    if not stripped or depth > MAX_DEPTH or not SHORT_PROSE.search(stripped):
         return None
     for template in message_templates():
         if time.monotonic() > deadline:
@@ -307,6 +351,10 @@ def _translated(text, depth, deadline):
             rest = _translated(stripped[match.end():], depth, deadline)
             if rest is not None:
                 return template.fill(match, depth, deadline) + " " + rest
+    if stripped.endswith(".") and not stripped.endswith(".."):  # "{why} {where}.": the sentence, its period
+        translated = _translated(stripped[:-1], depth, deadline)
+        if translated is not None:
+            return translated if translated.endswith((".", "?", "!")) else translated + "."
     return None
 
 
@@ -319,6 +367,7 @@ def translate_message(message, language=""):
         name, colon, text = message.partition(": ")
         if not colon or not re.fullmatch(r"[A-Za-z_][\w.]*", name):
             name, text = "", message
+        message_templates()  # read once, before the clock starts
         translated = _translated(text, 0, time.monotonic() + MAX_SECONDS)
         if translated is None:
             return message
@@ -377,12 +426,21 @@ def tests_template(assignment, solutions=paths.SOLUTIONS):
     return catalog
 
 
+def grader_messages_template(root=paths.REPO_ROOT / "autograder"):
+    catalog = _new_catalog()
+    for text, location in grader_message_templates(root):
+        catalog.add(text, locations=[(location, 0)])
+    return catalog
+
+
 def write_templates(out, solutions=paths.SOLUTIONS):
-    """OUT/grader.pot, OUT/diagnoses/ASSIGNMENT.pot and OUT/tests/ASSIGNMENT.pot."""
+    """OUT/grader.pot, OUT/diagnoses/ASSIGNMENT.pot, OUT/tests/ASSIGNMENT.pot and
+    OUT/tests/_grader.pot."""
     from babel.messages.pofile import write_po
 
     out = Path(out)
-    made = {out / "grader.pot": grader_template()}
+    made = {out / "grader.pot": grader_template(),
+            out / "tests" / f"{GRADER_MESSAGES}.pot": grader_messages_template()}
     for assignment in paths.assignments(solutions):
         made[out / "diagnoses" / f"{assignment}.pot"] = diagnoses_template(assignment)
         made[out / "tests" / f"{assignment}.pot"] = tests_template(assignment, solutions)

@@ -26,6 +26,12 @@ them from the lessons that the Spanish build executed (`python -m course.figure_
 template _build/gettext/figures.pot`) into the catalog's template: nothing runs the
 lessons only to extract their words, and tests/test_figure_words.py checks the catalog
 against them.
+
+The chapters' drawn figures (SVG files that a script beside them writes) go through
+:class:`StaticFigures`: each is written as drawn, in English, then translated with
+:func:`translate_figure` and written as ``NAME.es.svg``, the file that Sphinx's
+``figure_language_filename`` shows in the Spanish edition; their English words are
+recorded in ``figure_words.json`` beside them, which the template reads too.
 """
 
 from __future__ import annotations
@@ -324,6 +330,60 @@ def install_from_environment():
         install()
 
 
+# -- the chapters' drawn figures (SVG files written by a script) -------------------------
+
+# Beside a chapter's drawn figures, what they say in English: {figure: words_to_record}.
+STATIC_WORDS = "figure_words.json"
+
+
+def translated_name(name, lang):
+    """`tiles.svg` -> `tiles.es.svg`: Sphinx's default `figure_language_filename`,
+    the file a build in `lang` shows in place of `name`."""
+    path = Path(name)
+    return f"{path.stem}.{lang}{path.suffix}"
+
+
+class StaticFigures:
+    """A script's figures written twice: as drawn (English), then translated into `lang`
+    through the catalog (`NAME.LANG.svg`); their English words recorded in
+    STATIC_WORDS in `out`, which the catalog's template reads (`static_figures`).
+
+    `save(figure, name, fit=None, **savefig)`: `fit(figure)`, if given, is called after
+    the translation, before the translated figure is written (to widen a box)."""
+
+    def __init__(self, out, lang="es"):
+        self.out, self.lang = Path(out), lang
+        path = catalog_path(lang)
+        self.catalog = Catalog.read(path) if path.is_file() else Catalog()
+        self.words = {}
+
+    def save(self, figure, name, fit=None, **savefig):
+        self.out.mkdir(parents=True, exist_ok=True)
+        figure.savefig(self.out / name, **savefig)
+        self.words[name] = words_to_record(translate_figure(figure, self.catalog))
+        if fit is not None:
+            fit(figure)
+        figure.savefig(self.out / translated_name(name, self.lang), **savefig)
+
+    def write_words(self):
+        """Write STATIC_WORDS: the words of every figure saved (one script per folder)."""
+        path = self.out / STATIC_WORDS
+        path.write_text(json.dumps(dict(sorted(self.words.items())), indent=1,
+                                   ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+
+
+def static_figures(repo):
+    """[(words file, a notebook-like record)] of the chapters' drawn figures, for
+    `template_messages`: their recorded words join the lessons'."""
+    found = []
+    for path in sorted(Path(repo).glob(f"book/*/{STATIC_WORDS}")):
+        words = json.loads(path.read_text(encoding="utf-8"))
+        outputs = [{"metadata": words[name]} for name in sorted(words)]
+        found.append((path.relative_to(repo).as_posix(), {"cells": [{"outputs": outputs}]}))
+    return found
+
+
 # -- the catalog's template from executed notebooks ------------------------------------
 
 def notebook_words(notebook, key=METADATA_KEY):
@@ -463,8 +523,10 @@ def main(argv=None):
               f"the Spanish build's cache {cache}; run `make book-es`, then this again",
               file=sys.stderr)
         return 0
-    messages = write_template(lessons, args.out, catalog)
-    print(f"{args.out}: {len(messages)} figure strings from {len(lessons)} lessons")
+    drawn = static_figures(repo)
+    messages = write_template(lessons + drawn, args.out, catalog)
+    print(f"{args.out}: {len(messages)} figure strings from {len(lessons)} lessons "
+          f"and {len(drawn)} chapters' drawn figures")
     return 0
 
 

@@ -3,6 +3,9 @@
 * The hook: with a catalog installed, a figure's title, axis label, legend entries and
   f-string labels (a pattern entry) are drawn translated, tokens of a sentence on the
   ticks are not; in English (no ``COURSE_LANGUAGE``) importing `course` changes nothing.
+* The chapters' drawn figures (SVG files that a script writes): each has its Spanish
+  twin `NAME.es.svg`, the committed files are what the script draws today, and the
+  catalog translates their recorded words.
 * The catalog `locales/es/LC_MESSAGES/figures.po`: every entry translated and not
   fuzzy, a pattern's placeholders kept, math kept, the glossary's terms followed; and,
   in a built book (`make book`), it holds exactly the English words that the Spanish
@@ -207,9 +210,57 @@ def test_catalog_holds_todays_figures():
     lessons = figure_words.executed_lessons(REPO, ES_CACHE)
     if lessons is None:
         pytest.skip("the Spanish edition is not built from today's lessons: `make book`")
-    problem = behind(read_catalog(), lessons)
+    problem = behind(read_catalog(), lessons + figure_words.static_figures(REPO))
     assert problem is None, ("figures.po is behind the English figures; run `make "
                              f"translations`, then translate the new and fuzzy entries: {problem}")
+
+
+# -- the chapters' drawn figures (SVG files written by a script) -----------------------
+
+# The scripts that draw the chapters' static figures, each into its own folder.
+DRAWING_SCRIPTS = [REPO / "book" / "06_transformer_block" / "draw_figures.py",
+                   REPO / "book" / "08_efficient_attention" / "tiles_figure.py"]
+
+
+def drawn_files(folder):
+    """What a drawing script writes: its SVGs in both languages and their words."""
+    return sorted([*folder.glob("*.svg"), folder / figure_words.STATIC_WORDS])
+
+
+@pytest.mark.parametrize("script", DRAWING_SCRIPTS, ids=lambda p: p.parent.name)
+def test_drawn_figures_have_spanish_twins(script):
+    english = [p for p in script.parent.glob("*.svg") if not p.name.endswith(".es.svg")]
+    assert english
+    missing = [p.name for p in english
+               if not (p.parent / figure_words.translated_name(p.name, "es")).is_file()]
+    assert not missing, (f"no Spanish twin of {missing}: run `python "
+                         f"{script.relative_to(REPO)}`")
+
+
+@pytest.mark.parametrize("script", DRAWING_SCRIPTS, ids=lambda p: p.parent.name)
+def test_drawn_figures_are_what_the_script_draws(script, tmp_path):
+    """The committed SVGs (both languages) and words are the script's output today:
+    an English change, or a catalog change, without a rerun fails here."""
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    drawn = {p.name: p.read_bytes() for p in drawn_files(tmp_path)}
+    committed = {p.name: p.read_bytes() for p in drawn_files(script.parent) if p.is_file()}
+    stale = sorted(name for name in drawn.keys() | committed.keys()
+                   if drawn.get(name) != committed.get(name))
+    assert not stale, (f"{stale} differ from what {script.relative_to(REPO)} draws today: "
+                       f"run it again (from the repository root)")
+
+
+def test_catalog_translates_the_drawn_figures():
+    catalog = Catalog.read(CATALOG)
+    drawn = figure_words.static_figures(REPO)
+    assert len(drawn) == len(DRAWING_SCRIPTS)
+    untranslated = [text for _, record in drawn
+                    for text in figure_words.notebook_words(record)
+                    if catalog.match(text) is None]
+    assert not untranslated, (f"figures.po lacks these words of the drawn figures: "
+                              f"{untranslated[:5]}; run `make translations` and translate")
 
 
 def test_checks_catch_what_they_claim(tmp_path):

@@ -4,11 +4,17 @@
 * `encoder_decoder.svg`: the encoder-decoder, with cross-attention reading the memory;
 * `kv_cache.svg`: the key-value cache growing by one position per decoding step.
 
+Each is written twice: in English, then in Spanish as `NAME.es.svg` (the file the Spanish
+edition shows), its words translated by the figures' catalog (course/figure_words.py);
+their English words go to `figure_words.json`, which the catalog's template reads.
+
 Run from the repository root (a few seconds; the files are committed with this script):
 
-    .venv/bin/python book/06_transformer_block/draw_figures.py
+    .venv/bin/python book/06_transformer_block/draw_figures.py [--out DIR]
 """
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -18,18 +24,43 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
 HERE = Path(__file__).parent
+OUT = HERE  # where the files go: `--out DIR` for another folder
 FONT = 11
+BOXES = []  # (patch, text, x, widest) of the figure being drawn, for `fit_boxes`
 COLOURS = {"attention": "#cfe2f3", "cross": "#d9d2e9", "ff": "#fce5cd", "norm": "#d9ead3",
            "embed": "#eeeeee", "head": "#eeeeee"}
 plt.rcParams.update({"font.size": FONT, "svg.fonttype": "none", "svg.hashsalt": "chapter-6"})
 
 
-def box(ax, x, y, text, kind, width=2.6, height=0.62):
-    """A rounded box centred at (x, y)."""
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                boxstyle="round,pad=0.02,rounding_size=0.12", linewidth=1.2,
-                                edgecolor="#333333", facecolor=COLOURS[kind]))
-    ax.text(x, y, text, ha="center", va="center")
+def box(ax, x, y, text, kind, width=2.6, height=0.62, room=0.0):
+    """A rounded box centred at (x, y); `room`: how much wider it may grow for a longer
+    translation of its text (`fit_boxes`)."""
+    patch = FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                           boxstyle="round,pad=0.02,rounding_size=0.12", linewidth=1.2,
+                           edgecolor="#333333", facecolor=COLOURS[kind])
+    ax.add_patch(patch)
+    BOXES.append((patch, ax.text(x, y, text, ha="center", va="center"), x, width + room))
+
+
+def fit_boxes(fig):
+    """Fit each box to its (translated) text: widen it within its room, then, if the
+    text is still wider, set the text a little smaller."""
+    renderer = fig.canvas.get_renderer()
+    for patch, text, x, most in BOXES:
+        text.axes.apply_aspect()  # the equal aspect, as the drawing will have it
+
+        def text_width():
+            to_data = text.axes.transData.inverted()
+            extent = text.get_window_extent(renderer).get_points()
+            (x0, _), (x1, _) = to_data.transform(extent)
+            return x1 - x0
+
+        width = min(max(patch.get_width(), text_width() + 0.2), most)
+        patch.set_x(x - width / 2)
+        patch.set_width(width)
+        while text_width() > width - 0.1 and text.get_fontsize() > FONT - 2:
+            text.set_fontsize(text.get_fontsize() - 0.5)
+    BOXES.clear()
 
 
 def plus(ax, x, y):
@@ -56,13 +87,13 @@ def save(fig, ax, name, xlim, ylim):
     ax.set_ylim(*ylim)
     ax.set_aspect("equal")
     ax.axis("off")
-    fig.savefig(HERE / name, bbox_inches="tight", metadata={"Date": None})
+    FIGURES.save(fig, name, fit=fit_boxes, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
 
 
 def sublayer_post(ax, x, y, text, kind):
     """Post-norm: x -> sublayer -> + (residual) -> LayerNorm. Returns the top y."""
-    box(ax, x, y + 0.6, text, kind)
+    box(ax, x, y + 0.6, text, kind, room=0.6)
     arrow(ax, (x, y), (x, y + 0.29))
     arrow(ax, (x, y + 0.91), (x, y + 1.3))
     plus(ax, x, y + 1.5)
@@ -77,7 +108,7 @@ def sublayer_pre(ax, x, y, text, kind):
     arrow(ax, (x, y), (x, y + 0.29))
     box(ax, x, y + 0.6, "LayerNorm", "norm")
     arrow(ax, (x, y + 0.91), (x, y + 1.2))
-    box(ax, x, y + 1.5, text, kind)
+    box(ax, x, y + 1.5, text, kind, room=0.6)
     arrow(ax, (x, y + 1.81), (x, y + 2.1))
     plus(ax, x, y + 2.3)
     residual(ax, x, y + 0.1, y + 2.3)
@@ -104,7 +135,7 @@ def encoder_decoder():
     # encoder column
     ax.text(enc, 0.0, "source ids (B, m)", ha="center", va="center")
     arrow(ax, (enc, 0.2), (enc, 0.55))
-    box(ax, enc, 0.85, "embed + positions", "embed")
+    box(ax, enc, 0.85, "embed + positions", "embed", room=0.8)
     arrow(ax, (enc, 1.16), (enc, 1.6))
     ax.add_patch(FancyBboxPatch((enc - 1.55, 1.6), 3.1, 2.25, boxstyle="round,pad=0.02,rounding_size=0.15",
                                 facecolor="none", edgecolor="#666666", linestyle="--"))
@@ -117,7 +148,7 @@ def encoder_decoder():
     # decoder column
     ax.text(dec, 0.0, "target ids (B, n)", ha="center", va="center")
     arrow(ax, (dec, 0.2), (dec, 0.55))
-    box(ax, dec, 0.85, "embed + positions", "embed")
+    box(ax, dec, 0.85, "embed + positions", "embed", room=0.8)
     arrow(ax, (dec, 1.16), (dec, 1.6))
     ax.add_patch(FancyBboxPatch((dec - 1.65, 1.6), 3.3, 3.2, boxstyle="round,pad=0.02,rounding_size=0.15",
                                 facecolor="none", edgecolor="#666666", linestyle="--"))
@@ -164,8 +195,21 @@ def kv_cache():
     save(fig, ax, "kv_cache.svg", xlim=(-1.4, 8.6), ylim=(-0.7, steps * 0.95 + 0.5))
 
 
+def figure_words():
+    """course/figure_words.py, loaded alone (the `course` package would import torch)."""
+    path = Path(__file__).resolve().parent.parent.parent / "course" / "figure_words.py"
+    spec = importlib.util.spec_from_file_location("figure_words", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--out"]:
+        OUT = Path(sys.argv[2])
+    FIGURES = figure_words().StaticFigures(OUT, "es")
     block_orders()
     encoder_decoder()
     kv_cache()
-    print("wrote", ", ".join(sorted(p.name for p in HERE.glob("*.svg"))))
+    FIGURES.write_words()
+    print("wrote", ", ".join(sorted(p.name for p in OUT.glob("*.svg"))))

@@ -5,10 +5,15 @@ block of keys K_j gives one tile S_ij of the scores, never the whole matrix; its
 weights times V_j are folded into the running output O_i, with the running maximum m_i
 and sum s_i. The tiles of row i on its left are done, those on its right still to come.
 
-Run from anywhere (`python book/08_efficient_attention/tiles_figure.py`); it writes
-tiles.svg beside itself, the same bytes on every run.
+Run from anywhere (`python book/08_efficient_attention/tiles_figure.py [--out DIR]`); it
+writes tiles.svg beside itself, the same bytes on every run, then the same figure in
+Spanish, tiles.es.svg (the file the Spanish edition shows), its words translated by the
+figures' catalog (course/figure_words.py), and their English words in figure_words.json,
+which the catalog's template reads.
 """
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -32,7 +37,7 @@ def block(ax, x, y, w, h, colour, label=None, size=14):
                 color=INK)
 
 
-def main():
+def main(out=HERE):
     plt.rcParams.update({"svg.hashsalt": "tiles", "font.size": 14,
                          "font.family": "DejaVu Sans"})
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
@@ -101,8 +106,19 @@ def main():
               fontsize=13, handlelength=1.4)
     ax.set_xlim(-0.1, vx + D + 0.1)
     ax.set_ylim(-1.4, N + 1.0)
-    fig.savefig(HERE / "tiles.svg", bbox_inches="tight", metadata={"Date": None})
+    figures = figure_words().StaticFigures(out, "es")
+    figures.save(fig, "tiles.svg", bbox_inches="tight", metadata={"Date": None})
+    figures.write_words()
+
+
+def figure_words():
+    """course/figure_words.py, loaded alone (the `course` package would import torch)."""
+    path = HERE.parent.parent / "course" / "figure_words.py"
+    spec = importlib.util.spec_from_file_location("figure_words", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[2]) if sys.argv[1:2] == ["--out"] else HERE)

@@ -41,6 +41,7 @@ GLOSSARY = REPO / "locales" / "es" / "glossary.yml"
 ES_CACHE = REPO / figure_words.ES_CACHE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_translations import catalog_problems as book_catalog_problems  # noqa: E402
 from test_translations import entry_problems, english_pattern, has_spanish  # noqa: E402
 
 
@@ -145,28 +146,21 @@ def read_catalog(path=CATALOG):
         return read_po(f)
 
 
+def figure_entry_problems(message):
+    """A pattern entry keeps its placeholders; any other entry, what a page's entry keeps."""
+    placeholders = sorted(figure_words.PLACEHOLDER.findall(message.id))
+    if figure_words.PATTERN_FLAG not in message.flags:
+        return entry_problems(message.id, message.string)
+    if not placeholders:
+        return ["a pattern entry without a placeholder"]
+    if sorted(figure_words.PLACEHOLDER.findall(message.string)) != placeholders:
+        return ["placeholder differs"]
+    return []
+
+
 def catalog_problems(po):
     """Untranslated, fuzzy, unfaithful entries of a figures' catalog."""
-    problems = []
-    for message in po:
-        if not message.id:
-            continue
-        where = f"figures.po, \"{message.id[:60]}\""
-        if message.fuzzy:
-            problems.append(f"{where}: fuzzy (the English changed): check and clear the flag")
-        elif not message.string:
-            problems.append(f"{where}: untranslated")
-        else:
-            placeholders = sorted(figure_words.PLACEHOLDER.findall(message.id))
-            if figure_words.PATTERN_FLAG in message.flags:
-                if not placeholders:
-                    problems.append(f"{where}: a pattern entry without a placeholder")
-                elif sorted(figure_words.PLACEHOLDER.findall(message.string)) != placeholders:
-                    problems.append(f"{where}: placeholder differs")
-            else:
-                problems.extend(f"{where}: {p}"
-                                for p in entry_problems(message.id, message.string))
-    return problems
+    return book_catalog_problems("figures", po, figure_entry_problems)
 
 
 def terminology_problems(po):

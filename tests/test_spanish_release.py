@@ -59,7 +59,8 @@ def _notebook_problems(msgid, msgstr):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_entry_translated_and_faithful(assignment):
-    problems = book_catalogs.catalog_problems(f"solutions/{assignment}", catalog(assignment), _notebook_problems)
+    problems = book_catalogs.catalog_problems(f"solutions/{assignment}", catalog(assignment),
+                                           lambda message: _notebook_problems(message.id, message.string))
     assert not problems, "\n".join(problems)
 
 

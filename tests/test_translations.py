@@ -269,8 +269,9 @@ def test_manifest_names_pages_of_the_book():
 
 def catalog_problems(name, catalog, check=None):
     """What is wrong with the entries of `name`'s catalog: fuzzy, untranslated, or (by
-    `check`, entry_problems by default) changed where a translation must not change."""
-    check = check or entry_problems
+    `check(message)`, entry_problems of its msgid and msgstr by default) changed where a
+    translation must not change."""
+    check = check or (lambda message: entry_problems(message.id, message.string))
     problems = []
     for message in catalog:
         if not message.id:
@@ -281,7 +282,7 @@ def catalog_problems(name, catalog, check=None):
         elif not message.string:
             problems.append(f"{where}: untranslated")
         else:
-            problems.extend(f"{where}: {p}" for p in check(message.id, message.string))
+            problems.extend(f"{where}: {p}" for p in check(message))
     return problems
 
 

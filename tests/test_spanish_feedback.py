@@ -166,7 +166,7 @@ def test_the_graders_own_words_in_a_message_are_translated():
     spanish = {name_error: "NameError: tu código lanzó NameError: name 'causal_mask' is not defined: ¿se ejecutó "
                            "su celda sin errores?",
                not_run: "NotRun: Esta prueba no se ejecutó: el cuaderno superó su tiempo límite (600 s)",
-               crashed: "Esta prueba no se ejecutó: el núcleo se detuvo porque usó más memoria que su límite "
+               crashed: "Esta prueba no se ejecutó: el kernel se detuvo porque usó más memoria que su límite "
                         "(4 GiB) mientras se probaba attend (en test_attend), así que las pruebas restantes de "
                         "attend no se ejecutaron."}
     for english, translated in spanish.items():

@@ -283,8 +283,10 @@ def test_binder_builds_what_the_lessons_import():
                for p in sorted((REPO / "book").glob("*/lesson*.ipynb"))]
     sources += [(p, p.read_text()) for p in sorted((REPO / "course").rglob("*.py"))]
     for path, text in sources:
-        for match in re.finditer(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", text, re.M):
-            modules.setdefault(match.group(1), path.relative_to(REPO).as_posix())
+        # `from X... import` or `import X`: not a docstring's line that starts "from the ..."
+        statement = r"^\s*(?:from\s+([A-Za-z_]\w*)[\w.]*\s+import\b|import\s+([A-Za-z_]\w*))"
+        for match in re.finditer(statement, text, re.M):
+            modules.setdefault(match.group(1) or match.group(2), path.relative_to(REPO).as_posix())
     distributions = {"sklearn": "scikit-learn", "yaml": "pyyaml"}
     missing = {}
     for module, where in modules.items():
